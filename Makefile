@@ -1,0 +1,34 @@
+# The two commands of the README. Each sets up what it needs on a fresh machine:
+# the virtual environment, the Python packages and (through `tony cluster up`)
+# the Hadoop jars from Maven Central.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+EXTRAS ?= test
+STAMP  := $(VENV)/.installed-$(EXTRAS)
+
+.PHONY: demo test venv cluster-down clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	@touch $@
+
+venv: $(STAMP)
+
+## make demo: start the local YARN + HDFS and run the example job on it.
+demo: $(STAMP)
+	$(BIN)/tony cluster up
+	$(BIN)/python -m tony_airflow.demo
+
+## make test: the whole test suite; end-to-end tests start their own local cluster.
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+cluster-down: $(STAMP)
+	$(BIN)/tony cluster down
+
+clean: cluster-down
+	rm -rf $(VENV) build *.egg-info

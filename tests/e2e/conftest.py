@@ -1,0 +1,69 @@
+"""One real local YARN + HDFS per test session, and the nothing-left-behind check.
+
+The cluster is started by the same code path as `tony cluster up` and stopped
+at the end of the session. After every end-to-end test, no application may be
+active on it and no container process may be alive.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tony_airflow import cli
+from tony_airflow.yarn.local import LocalCluster
+from tony_airflow.yarn.local.processes import terminate
+from tony_airflow.yarn.rest import ACTIVE_STATES, ResourceManagerClient
+
+LEFTOVER_GRACE_S = 30.0
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory):
+    state_dir = tmp_path_factory.mktemp("local-cluster")
+    assert cli.run(["cluster", "up", "--state-dir", str(state_dir)]) == 0
+    cluster = LocalCluster(state_dir)
+    saved = dict(os.environ)
+    os.environ.update(cluster.env())
+    try:
+        yield cluster
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        cluster.down(log=lambda *_: None)
+
+
+@pytest.fixture(scope="session")
+def rm(local_cluster: LocalCluster) -> ResourceManagerClient:
+    return ResourceManagerClient(local_cluster.rm_url)
+
+
+def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, list]:
+    apps = rm.applications(states=ACTIVE_STATES)
+    return apps, cluster.container_processes()
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind(request: pytest.FixtureRequest):
+    """After each e2e test that used the cluster: no active application, no container process."""
+    uses_cluster = "local_cluster" in request.fixturenames
+    if uses_cluster:
+        cluster: LocalCluster = request.getfixturevalue("local_cluster")
+        rm_client: ResourceManagerClient = request.getfixturevalue("rm")
+    yield
+    if not uses_cluster:
+        return
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    apps, procs = leftovers(cluster, rm_client)
+    while (apps or procs) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        apps, procs = leftovers(cluster, rm_client)
+    if apps or procs:
+        for app in apps:  # clean up so that later tests start from nothing
+            rm_client.kill(app.id)
+        terminate([p.pid for p in procs], grace=5.0)
+        pytest.fail(f"left behind after {LEFTOVER_GRACE_S:.0f}s: applications "
+                    f"{[(a.id, a.state) for a in apps]}, container processes "
+                    f"{[(p.pid, p.container_id, p.cmdline[:80]) for p in procs]}")

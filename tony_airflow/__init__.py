@@ -1,0 +1,3 @@
+"""TensorFlow on Apache Hadoop YARN, as one node of an existing data pipeline."""
+
+__version__ = "0.1.0"

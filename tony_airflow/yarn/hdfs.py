@@ -1,0 +1,32 @@
+"""HDFS from Python, over WebHDFS (fsspec's implementation).
+
+WebHDFS needs no native libhdfs and no JVM in the client, which is what a
+Python task container and an Airflow worker have.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from urllib.parse import urlparse
+
+from fsspec.implementations.webhdfs import WebHDFS
+
+from tony_airflow.yarn.hadoop_conf import HadoopConf, resolve_conf_dir
+
+
+def webhdfs(conf: HadoopConf | None = None, user: str | None = None) -> WebHDFS:
+    """A filesystem object for the cluster's HDFS (paths are absolute HDFS paths)."""
+    if conf is None:
+        conf_dir = resolve_conf_dir()
+        if conf_dir is None:
+            raise RuntimeError("no Hadoop configuration: set HADOOP_CONF_DIR or run `tony cluster up`")
+        conf = HadoopConf.load(conf_dir)
+    address = urlparse(conf.namenode_web_address())
+    user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+    return WebHDFS(host=address.hostname, port=address.port, user=user, use_listings_cache=False)
+
+
+def hdfs_path(url: str) -> str:
+    """`hdfs://nn:8020/a/b` or `hdfs:///a/b` or `/a/b` -> `/a/b`."""
+    return urlparse(url).path if url.startswith("hdfs:") else url

@@ -1,0 +1,297 @@
+"""Starting, checking and stopping the local single-node Hadoop.
+
+NameNode, DataNode, ResourceManager and NodeManager run as four separate
+`java` processes on the jars Maven resolved, all reading one generated
+configuration directory under a state directory. Two clusters with different
+state directories never collide: ports are chosen free (or from --port-base)
+and kept in `cluster.json`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tony_airflow.errors import ClusterError, UsageError
+from tony_airflow.yarn.local import jars
+from tony_airflow.yarn.local.config import (
+    DAEMON_PORTS, HOST, PORT_KEYS, ClusterSettings, port_is_free, write_conf,
+)
+from tony_airflow.yarn.local.java import ADD_OPENS, check_java, find_java_home
+from tony_airflow.yarn.local.launchers import write_launchers
+from tony_airflow.yarn.local.processes import (
+    container_processes, pid_alive, rss_kib, terminate,
+)
+
+
+@dataclass(frozen=True)
+class Daemon:
+    name: str
+    main_class: str
+    heap_mb: int
+
+
+DAEMONS = (
+    Daemon("namenode", "org.apache.hadoop.hdfs.server.namenode.NameNode", 384),
+    Daemon("datanode", "org.apache.hadoop.hdfs.server.datanode.DataNode", 256),
+    Daemon("resourcemanager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 512),
+    Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384),
+)
+
+
+def default_state_dir() -> Path:
+    env = os.environ.get("TONY_CLUSTER_HOME")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
+    return base / "tony-airflow" / "cluster"
+
+
+class LocalCluster:
+    """One local Hadoop, identified by its state directory."""
+
+    def __init__(self, state_dir: str | Path):
+        self.state_dir = Path(state_dir).absolute()
+        self.conf_dir = self.state_dir / "conf"
+        self.bin_dir = self.state_dir / "bin"
+        self.log_dir = self.state_dir / "logs"
+        self.run_dir = self.state_dir / "run"
+        self.nm_local_dir = self.state_dir / "nm-local"
+        self.settings_file = self.state_dir / "cluster.json"
+
+    @classmethod
+    def default(cls) -> "LocalCluster":
+        return cls(default_state_dir())
+
+    # ---------------------------------------------------------------- settings
+    @property
+    def settings(self) -> ClusterSettings:
+        if not self.settings_file.exists():
+            raise ClusterError(f"no local cluster at {self.state_dir}; run `tony cluster up` first")
+        return ClusterSettings.load(self.settings_file)
+
+    @property
+    def rm_url(self) -> str:
+        return f"http://{self.settings.address('yarn.resourcemanager.webapp.address')}"
+
+    @property
+    def nn_url(self) -> str:
+        return f"http://{self.settings.address('dfs.namenode.http-address')}"
+
+    @property
+    def java_home(self) -> Path:
+        return find_java_home()
+
+    def java_opts(self) -> list[str]:
+        return list(ADD_OPENS)
+
+    def env(self) -> dict[str, str]:
+        """What a user (and every child process) needs to talk to this cluster."""
+        venv_bin = str(Path(sys.executable).parent)
+        path = os.pathsep.join([str(self.bin_dir), venv_bin, os.environ.get("PATH", "")])
+        return {
+            "HADOOP_CONF_DIR": str(self.conf_dir),
+            "JAVA_HOME": str(self.java_home),
+            "PATH": path,
+            "SKEIN_DRIVER_JAVA_OPTIONS": " ".join(self.java_opts()),
+        }
+
+    # --------------------------------------------------------------------- pids
+    def _pid_file(self, daemon: Daemon) -> Path:
+        return self.run_dir / f"{daemon.name}.pid"
+
+    def pid(self, daemon: Daemon) -> int | None:
+        try:
+            pid = int(self._pid_file(daemon).read_text())
+        except (OSError, ValueError):
+            return None
+        cmd = Path(f"/proc/{pid}/cmdline")
+        try:
+            if pid_alive(pid) and daemon.main_class.encode() in cmd.read_bytes():
+                return pid
+        except OSError:
+            pass
+        return None
+
+    def running(self) -> dict[str, int | None]:
+        return {d.name: self.pid(d) for d in DAEMONS}
+
+    # ----------------------------------------------------------------------- up
+    def up(self, port_base: int | None = None, timeout: float = 180.0, log=print) -> None:
+        """Start whatever is not running and wait until YARN and HDFS serve."""
+        java_home = find_java_home()
+        check_java(java_home)
+        if port_base is not None and not 1024 <= port_base <= 65535 - len(PORT_KEYS):
+            raise UsageError(f"--port-base: {port_base} is out of range; allowed: 1024..{65535 - len(PORT_KEYS)}")
+        jar_dir = jars.ensure_jars(log=log)
+
+        running = self.running()
+        settings = self._decide_settings(port_base, any(running.values()))
+        for daemon in DAEMONS:
+            if running[daemon.name] is None:
+                for key in DAEMON_PORTS[daemon.name]:
+                    port = settings.ports[key]
+                    if not port_is_free(port):
+                        raise UsageError(
+                            f"port {port} ({key}) is already in use; "
+                            "choose another --port-base, or omit it to pick free ports")
+
+        for sub in ("data", "logs", "run", "nm-local", "nm-logs", "tmp", "node-labels"):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        settings.save(self.settings_file)
+        write_conf(self.conf_dir, self.state_dir, jar_dir, settings)
+        write_launchers(self.bin_dir, self.conf_dir, jar_dir, java_home, self.java_opts(), self.log_dir)
+
+        if not (self.state_dir / "data" / "namenode" / "current" / "VERSION").exists():
+            self._format_namenode(java_home, jar_dir)
+        for daemon in DAEMONS:
+            if running[daemon.name] is None:
+                self._start(daemon, java_home, jar_dir)
+        self.wait_ready(timeout)
+
+    def _decide_settings(self, port_base: int | None, some_running: bool) -> ClusterSettings:
+        if self.settings_file.exists():
+            old = ClusterSettings.load(self.settings_file)
+            if port_base is None or port_base == old.port_base or some_running:
+                if port_base is not None and port_base != old.port_base:
+                    raise UsageError(f"--port-base: the cluster at {self.state_dir} is running on other ports; "
+                                     "run `tony cluster down` first")
+                if some_running or all(port_is_free(p) for p in old.ports.values()):
+                    return old
+                if old.port_base is not None:
+                    return old  # explicit ports are kept; a busy one is reported
+                fresh = ClusterSettings.choose(None)
+                old.ports = fresh.ports
+                return old
+        return ClusterSettings.choose(port_base)
+
+    def _java_cmd(self, java_home: Path, jar_dir: Path, daemon: Daemon, *args: str) -> list[str]:
+        return [
+            str(java_home / "bin" / "java"), f"-Xmx{daemon.heap_mb}m", *self.java_opts(),
+            f"-Dproc_{daemon.name}", f"-Dhadoop.log.dir={self.log_dir}",
+            f"-Dyarn.log.dir={self.log_dir}", f"-Dhadoop.log.file={daemon.name}.log",
+            f"-Dhadoop.home.dir={self.state_dir}", "-Dhadoop.root.logger=INFO,RFA",
+            "-cp", f"{self.conf_dir}:{jar_dir}/*", daemon.main_class, *args,
+        ]
+
+    def _daemon_env(self, java_home: Path) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.env())
+        env["JAVA_HOME"] = str(java_home)
+        # Containers inherit this through the NodeManager's env whitelist, so
+        # the JVMs they start (skein's AM) get the Java 17 options too.
+        env["JDK_JAVA_OPTIONS"] = " ".join(self.java_opts())
+        return env
+
+    def _format_namenode(self, java_home: Path, jar_dir: Path) -> None:
+        daemon = DAEMONS[0]
+        out = self.log_dir / "namenode-format.out"
+        with out.open("w") as fh:
+            rc = subprocess.run(
+                self._java_cmd(java_home, jar_dir, daemon, "-format", "-nonInteractive", "-force"),
+                stdout=fh, stderr=subprocess.STDOUT, env=self._daemon_env(java_home),
+                stdin=subprocess.DEVNULL,
+            ).returncode
+        if rc != 0:
+            raise ClusterError(f"namenode -format failed (exit {rc}); see {out}")
+
+    def _start(self, daemon: Daemon, java_home: Path, jar_dir: Path) -> None:
+        out = (self.log_dir / f"{daemon.name}.out").open("w")
+        proc = subprocess.Popen(
+            self._java_cmd(java_home, jar_dir, daemon), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=self._daemon_env(java_home), start_new_session=True,
+            cwd=self.state_dir,
+        )
+        out.close()
+        self._pid_file(daemon).write_text(f"{proc.pid}\n")
+
+    # ------------------------------------------------------------------- health
+    def health(self) -> dict[str, str]:
+        """One word per daemon and per service: what a user checks first."""
+        report = {}
+        for daemon in DAEMONS:
+            pid = self.pid(daemon)
+            report[daemon.name] = f"running (pid {pid})" if pid else "stopped"
+        report["yarn"] = self._yarn_health()
+        report["hdfs"] = self._hdfs_health()
+        return report
+
+    def _yarn_health(self) -> str:
+        try:
+            nodes = httpx.get(f"{self.rm_url}/ws/v1/cluster/nodes", timeout=5).json()
+        except (httpx.HTTPError, ValueError):
+            return "unreachable"
+        node_list = (nodes.get("nodes") or {}).get("node") or []
+        running = [n for n in node_list if n.get("state") == "RUNNING"]
+        return f"{len(running)} RUNNING node(s)" if running else "no RUNNING node"
+
+    def _hdfs_health(self) -> str:
+        try:
+            beans = httpx.get(f"{self.nn_url}/jmx",
+                              params={"qry": "Hadoop:service=NameNode,name=NameNodeInfo"}, timeout=5).json()
+            info = beans["beans"][0]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError):
+            return "unreachable"
+        import json as _json
+
+        live = len(_json.loads(info.get("LiveNodes") or "{}"))
+        safemode = info.get("Safemode") or ""
+        if live < 1:
+            return "no live DataNode"
+        return f"{live} live DataNode(s)" + (", in safe mode" if safemode else "")
+
+    def is_ready(self) -> bool:
+        health = self.health()
+        return (all(health[d.name].startswith("running") for d in DAEMONS)
+                and health["yarn"].endswith("RUNNING node(s)")
+                and health["hdfs"].endswith("live DataNode(s)"))
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for daemon in DAEMONS:
+                if self.pid(daemon) is None:
+                    raise ClusterError(f"{daemon.name} exited during start: {self._log_tail(daemon)}")
+            if self.is_ready():
+                return
+            time.sleep(0.5)
+        raise ClusterError(f"the local cluster was not ready within {timeout:.0f}s: {self.health()}")
+
+    def _log_tail(self, daemon: Daemon) -> str:
+        lines: list[str] = []
+        for name in (f"{daemon.name}.out", f"{daemon.name}.log"):
+            path = self.log_dir / name
+            if path.exists():
+                lines += [ln for ln in path.read_text(errors="replace").splitlines()
+                          if "ERROR" in ln or "Exception" in ln or "Error:" in ln]
+        return (lines[-1].strip() if lines else f"see {self.log_dir}")[:400]
+
+    # --------------------------------------------------------------------- down
+    def down(self, log=print) -> None:
+        """Stop the daemons, then any container process they left behind."""
+        pids = [p for p in (self.pid(d) for d in reversed(DAEMONS)) if p]
+        terminate(pids, grace=15.0)
+        leftovers = container_processes(self.nm_local_dir)
+        if leftovers:
+            log(f"stopping {len(leftovers)} leftover container process(es)")
+            terminate([p.pid for p in leftovers], grace=5.0)
+        for daemon in DAEMONS:
+            self._pid_file(daemon).unlink(missing_ok=True)
+
+    def destroy(self) -> None:
+        """Stop everything and delete the state directory (HDFS data included)."""
+        self.down(log=lambda *_: None)
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def daemon_rss_kib(self) -> dict[str, int]:
+        return {d.name: rss_kib(p) for d in DAEMONS if (p := self.pid(d))}
+
+    def container_processes(self):
+        return container_processes(self.nm_local_dir)

@@ -1,0 +1,191 @@
+"""The generated configuration of the local cluster: ports and the site files."""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tony_airflow.yarn.hadoop_conf import write_site
+
+HOST = "127.0.0.1"
+
+# Every address a daemon binds, in a fixed order so that `--port-base N`
+# gives N, N+1, ... to them.
+PORT_KEYS = (
+    "fs.defaultFS",
+    "dfs.namenode.http-address",
+    "dfs.datanode.address",
+    "dfs.datanode.http.address",
+    "dfs.datanode.ipc.address",
+    "yarn.resourcemanager.address",
+    "yarn.resourcemanager.scheduler.address",
+    "yarn.resourcemanager.resource-tracker.address",
+    "yarn.resourcemanager.admin.address",
+    "yarn.resourcemanager.webapp.address",
+    "yarn.nodemanager.address",
+    "yarn.nodemanager.localizer.address",
+    "yarn.nodemanager.webapp.address",
+)
+
+DAEMON_PORTS = {
+    "namenode": ("fs.defaultFS", "dfs.namenode.http-address"),
+    "datanode": ("dfs.datanode.address", "dfs.datanode.http.address", "dfs.datanode.ipc.address"),
+    "resourcemanager": tuple(k for k in PORT_KEYS if k.startswith("yarn.resourcemanager.")),
+    "nodemanager": tuple(k for k in PORT_KEYS if k.startswith("yarn.nodemanager.")),
+}
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel says are free now (held open together so they differ)."""
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((HOST, 0))
+            socks.append(sock)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+@dataclass
+class ClusterSettings:
+    """What `tony cluster up` decided once and keeps in `cluster.json`."""
+
+    ports: dict[str, int]
+    port_base: int | None = None
+    nm_memory_mb: int = 16384
+    nm_vcores: int = 16
+    max_alloc_mb: int = 8192
+    max_alloc_vcores: int = 8
+    gpus: int = 0
+    node_label: str = ""
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def choose(cls, port_base: int | None = None) -> "ClusterSettings":
+        if port_base is None:
+            ports = dict(zip(PORT_KEYS, free_ports(len(PORT_KEYS))))
+        else:
+            ports = {key: port_base + i for i, key in enumerate(PORT_KEYS)}
+        return cls(ports=ports, port_base=port_base)
+
+    @classmethod
+    def load(cls, path: Path) -> "ClusterSettings":
+        return cls(**json.loads(path.read_text()))
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    def address(self, key: str) -> str:
+        return f"{HOST}:{self.ports[key]}"
+
+
+_LOG4J = """\
+hadoop.root.logger=INFO,console
+hadoop.log.dir=.
+hadoop.log.file=hadoop.log
+log4j.rootLogger=${hadoop.root.logger}
+log4j.threshold=ALL
+log4j.appender.console=org.apache.log4j.ConsoleAppender
+log4j.appender.console.target=System.err
+log4j.appender.console.layout=org.apache.log4j.PatternLayout
+log4j.appender.console.layout.ConversionPattern=%d{ISO8601} %p %c{2}: %m%n
+log4j.appender.RFA=org.apache.log4j.RollingFileAppender
+log4j.appender.RFA.File=${hadoop.log.dir}/${hadoop.log.file}
+log4j.appender.RFA.MaxFileSize=64MB
+log4j.appender.RFA.MaxBackupIndex=2
+log4j.appender.RFA.layout=org.apache.log4j.PatternLayout
+log4j.appender.RFA.layout.ConversionPattern=%d{ISO8601} %p %c: %m%n
+log4j.logger.org.apache.hadoop.util.NativeCodeLoader=ERROR
+log4j.logger.org.apache.hadoop.yarn.util.ProcfsBasedProcessTree=WARN
+log4j.logger.org.eclipse.jetty=WARN
+"""
+
+
+def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: ClusterSettings) -> None:
+    """Generate core-, hdfs-, yarn-site, capacity-scheduler and log4j for one cluster."""
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    a = settings.address
+    write_site(conf_dir / "core-site.xml", {
+        "fs.defaultFS": f"hdfs://{a('fs.defaultFS')}",
+        "hadoop.tmp.dir": str(state_dir / "tmp"),
+        "hadoop.security.authentication": "simple",
+        "hadoop.http.staticuser.user": "root",
+    })
+    write_site(conf_dir / "hdfs-site.xml", {
+        "dfs.namenode.rpc-address": a("fs.defaultFS"),
+        "dfs.namenode.http-address": a("dfs.namenode.http-address"),
+        "dfs.namenode.name.dir": f"file://{state_dir / 'data' / 'namenode'}",
+        "dfs.datanode.data.dir": f"file://{state_dir / 'data' / 'datanode'}",
+        "dfs.datanode.address": a("dfs.datanode.address"),
+        "dfs.datanode.http.address": a("dfs.datanode.http.address"),
+        "dfs.datanode.ipc.address": a("dfs.datanode.ipc.address"),
+        "dfs.replication": 1,
+        "dfs.permissions.enabled": False,
+        "dfs.webhdfs.enabled": True,
+        "dfs.namenode.safemode.extension": 0,
+        "dfs.heartbeat.interval": 1,
+        "dfs.namenode.heartbeat.recheck-interval": 30000,
+    })
+    yarn = {
+        "yarn.resourcemanager.hostname": HOST,
+        "yarn.nodemanager.hostname": HOST,
+        **{key: a(key) for key in PORT_KEYS if key.startswith("yarn.")},
+        "yarn.resourcemanager.nodemanagers.heartbeat-interval-ms": 250,
+        "yarn.resourcemanager.recovery.enabled": False,
+        "yarn.nodemanager.resource.memory-mb": settings.nm_memory_mb,
+        "yarn.nodemanager.resource.cpu-vcores": settings.nm_vcores,
+        "yarn.scheduler.minimum-allocation-mb": 128,
+        "yarn.scheduler.maximum-allocation-mb": settings.max_alloc_mb,
+        "yarn.scheduler.minimum-allocation-vcores": 1,
+        "yarn.scheduler.maximum-allocation-vcores": settings.max_alloc_vcores,
+        "yarn.nodemanager.vmem-check-enabled": False,
+        "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": 100,
+        "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb": 0,
+        "yarn.nodemanager.local-dirs": str(state_dir / "nm-local"),
+        "yarn.nodemanager.log-dirs": str(state_dir / "nm-logs"),
+        "yarn.nodemanager.delete.debug-delay-sec": 0,
+        "yarn.nodemanager.recovery.enabled": False,
+        "yarn.nodemanager.env-whitelist": ",".join((
+            "JAVA_HOME", "HADOOP_COMMON_HOME", "HADOOP_HDFS_HOME", "HADOOP_CONF_DIR",
+            "CLASSPATH_PREPEND_DISTCACHE", "HADOOP_YARN_HOME", "HADOOP_HOME", "PATH", "LANG", "TZ",
+            "JDK_JAVA_OPTIONS",
+        )),
+        # No Hadoop distribution layout: the jar cache is the whole classpath.
+        "yarn.application.classpath": f"$HADOOP_CONF_DIR,{jar_dir}/*",
+        "yarn.log-aggregation-enable": True,
+        "yarn.nodemanager.remote-app-log-dir": "/tmp/logs",
+        "yarn.log-aggregation.retain-seconds": 7 * 24 * 3600,
+        "yarn.node-labels.enabled": True,
+        "yarn.node-labels.fs-store.root-dir": f"file://{state_dir / 'node-labels'}",
+        "yarn.node-labels.configuration-type": "centralized",
+        "yarn.timeline-service.enabled": False,
+        "yarn.webapp.ui2.enable": False,
+    }
+    yarn.update(settings.extra)
+    write_site(conf_dir / "yarn-site.xml", yarn)
+    write_site(conf_dir / "capacity-scheduler.xml", {
+        "yarn.scheduler.capacity.root.queues": "default",
+        "yarn.scheduler.capacity.root.default.capacity": 100,
+        "yarn.scheduler.capacity.root.default.maximum-capacity": 100,
+        "yarn.scheduler.capacity.maximum-am-resource-percent": 0.5,
+        "yarn.scheduler.capacity.root.accessible-node-labels": "*",
+        "yarn.scheduler.capacity.root.default.accessible-node-labels": "*",
+        "yarn.scheduler.capacity.resource-calculator":
+            "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator",
+    })
+    (conf_dir / "log4j.properties").write_text(_LOG4J)

@@ -1,0 +1,66 @@
+"""The Hadoop jar closure, resolved from Maven Central by the pom.xml beside this file.
+
+The Hadoop version is read from that pom, so it is written down in one place.
+Jars land in a cache outside git and are resolved once per version.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from tony_airflow.errors import UsageError
+
+POM = Path(__file__).with_name("pom.xml")
+_MAVEN_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+_COMPLETE_MARKER = ".complete"
+
+
+def hadoop_version() -> str:
+    """The `hadoop.version` property of the pom."""
+    node = ET.parse(POM).getroot().find("m:properties/m:hadoop.version", _MAVEN_NS)
+    if node is None or not (node.text or "").strip():
+        raise RuntimeError(f"{POM} has no <hadoop.version> property")
+    return node.text.strip()
+
+
+def cache_root() -> Path:
+    """Where resolved jars live: $TONY_CACHE_DIR, else ~/.cache/tony-airflow."""
+    return Path(os.environ.get("TONY_CACHE_DIR", Path.home() / ".cache" / "tony-airflow"))
+
+
+def jar_dir() -> Path:
+    return cache_root() / f"hadoop-{hadoop_version()}" / "lib"
+
+
+def ensure_jars(log=print) -> Path:
+    """Resolve the jar closure with Maven unless a complete copy is cached."""
+    target = jar_dir()
+    if (target / _COMPLETE_MARKER).exists():
+        return target
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise UsageError("maven: 'mvn' not found on PATH; Maven 3 is needed once to resolve the Hadoop jars")
+    staging = target.with_name("lib.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    log(f"Resolving Hadoop {hadoop_version()} jars from Maven Central into {target} ...")
+    proc = subprocess.run(
+        [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+         f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+        raise RuntimeError("maven could not resolve the Hadoop jars: " + " | ".join(tail))
+    (staging / _COMPLETE_MARKER).write_text(hadoop_version() + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def closure_size_bytes(directory: Path | None = None) -> int:
+    directory = directory or jar_dir()
+    return sum(p.stat().st_size for p in directory.glob("*.jar"))

@@ -1,0 +1,107 @@
+"""Finding the OS processes of one local cluster: its daemons and its containers.
+
+Containers are plain processes started by the NodeManager. They carry
+`CONTAINER_ID` in their environment and run below the NodeManager's local
+directories, which is how a leftover one is recognised after the fact.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ContainerProcess:
+    pid: int
+    container_id: str
+    cmdline: str
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode(errors="replace")] = value.decode(errors="replace")
+    return env
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _cwd(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
+
+
+def container_processes(nm_local_dir: Path) -> list[ContainerProcess]:
+    """Live processes started by this cluster's NodeManager for a container."""
+    root = str(nm_local_dir)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        env = _environ(pid)
+        in_container = "CONTAINER_ID" in env and root in env.get("LOCAL_DIRS", "")
+        if in_container or _cwd(pid).startswith(root + os.sep):
+            state = _proc_state(pid)
+            if state and state != "Z":
+                found.append(ContainerProcess(pid, env.get("CONTAINER_ID", "?"), _cmdline(pid)))
+    return found
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def pid_alive(pid: int) -> bool:
+    state = _proc_state(pid)
+    return bool(state) and state != "Z"
+
+
+def terminate(pids: list[int], grace: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL whatever is still alive after `grace` seconds."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+        time.sleep(0.2)
+    for pid in pids:
+        if pid_alive(pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of one process, from /proc/PID/status."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

@@ -1,0 +1,171 @@
+"""The ResourceManager REST API (`/ws/v1/cluster`), synchronous and asynchronous.
+
+Both clients share one description of each call (`_Call`) and differ only in
+the transport, so the Airflow trigger (async) and everything else (sync) see
+exactly the same answers. Several addresses mean RM HA: the first that answers wins.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import httpx
+
+from tony_airflow.yarn.hadoop_conf import HadoopConf, resolve_conf_dir
+
+TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED"})
+ACTIVE_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
+
+
+class ResourceManagerError(RuntimeError):
+    """No ResourceManager answered, or it refused the call."""
+
+
+@dataclass(frozen=True)
+class ApplicationReport:
+    """The fields of an RM application report that this project acts on."""
+
+    id: str
+    state: str
+    final_status: str
+    diagnostics: str = ""
+    tracking_url: str = ""
+    name: str = ""
+    user: str = ""
+    queue: str = ""
+    tags: tuple[str, ...] = ()
+    started_time: int = 0
+    finished_time: int = 0
+
+    @classmethod
+    def from_json(cls, app: dict[str, Any]) -> "ApplicationReport":
+        tags = tuple(t for t in (app.get("applicationTags") or "").split(",") if t)
+        return cls(
+            id=app["id"], state=app.get("state", ""), final_status=app.get("finalStatus", ""),
+            diagnostics=app.get("diagnostics") or "", tracking_url=app.get("trackingUrl") or "",
+            name=app.get("name", ""), user=app.get("user", ""), queue=app.get("queue", ""),
+            tags=tags, started_time=app.get("startedTime", 0), finished_time=app.get("finishedTime", 0),
+        )
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+@dataclass(frozen=True)
+class _Call:
+    method: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    json: dict[str, Any] | None = None
+
+
+def _app_call(app_id: str) -> _Call:
+    return _Call("GET", f"/ws/v1/cluster/apps/{app_id}")
+
+
+def _kill_call(app_id: str, user: str) -> _Call:
+    return _Call("PUT", f"/ws/v1/cluster/apps/{app_id}/state", {"user.name": user}, {"state": "KILLED"})
+
+
+def _apps_call(states: Iterable[str] | None, tags: Iterable[str] | None) -> _Call:
+    params = {}
+    if states:
+        params["states"] = ",".join(states)
+    if tags:
+        params["applicationTags"] = ",".join(tags)
+    return _Call("GET", "/ws/v1/cluster/apps", params)
+
+
+def _parse_apps(body: dict[str, Any]) -> list[ApplicationReport]:
+    return [ApplicationReport.from_json(a) for a in ((body.get("apps") or {}).get("app") or [])]
+
+
+class _Base:
+    def __init__(self, addresses: list[str] | str, user: str | None = None, timeout: float = 10.0,
+                 auth: httpx.Auth | None = None):
+        self.addresses = [addresses] if isinstance(addresses, str) else list(addresses)
+        if not self.addresses:
+            raise ValueError("at least one ResourceManager address is needed")
+        self.addresses = [a if "://" in a else f"http://{a}" for a in self.addresses]
+        self.user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
+        self.timeout = timeout
+        self.auth = auth
+
+    @classmethod
+    def from_conf(cls, conf: HadoopConf | None = None, **kwargs: Any):
+        if conf is None:
+            conf_dir = resolve_conf_dir()
+            if conf_dir is None:
+                raise ResourceManagerError(
+                    "no Hadoop configuration: set HADOOP_CONF_DIR or run `tony cluster up`")
+            conf = HadoopConf.load(conf_dir)
+        return cls(conf.rm_web_addresses(), **kwargs)
+
+    @staticmethod
+    def _check(resp: httpx.Response, call: _Call) -> dict[str, Any]:
+        if resp.status_code >= 400:
+            try:
+                msg = resp.json()["RemoteException"]["message"]
+            except (ValueError, KeyError, TypeError):
+                msg = resp.text[:300]
+            raise ResourceManagerError(f"{call.method} {call.path}: HTTP {resp.status_code}: {msg}")
+        return resp.json() if resp.content else {}
+
+
+class ResourceManagerClient(_Base):
+    """Blocking client, for the CLI, the core client and Airflow's hook."""
+
+    def _do(self, call: _Call) -> dict[str, Any]:
+        errors = []
+        for base in self.addresses:
+            try:
+                resp = httpx.request(call.method, base + call.path, params=call.params, json=call.json,
+                                     timeout=self.timeout, auth=self.auth, follow_redirects=True)
+            except httpx.TransportError as exc:
+                errors.append(f"{base}: {exc}")
+                continue
+            return self._check(resp, call)
+        raise ResourceManagerError("no ResourceManager answered: " + "; ".join(errors))
+
+    def application(self, app_id: str) -> ApplicationReport:
+        return ApplicationReport.from_json(self._do(_app_call(app_id))["app"])
+
+    def kill(self, app_id: str) -> None:
+        self._do(_kill_call(app_id, self.user))
+
+    def applications(self, states: Iterable[str] | None = None,
+                     tags: Iterable[str] | None = None) -> list[ApplicationReport]:
+        return _parse_apps(self._do(_apps_call(states, tags)))
+
+    def get(self, path: str, **params: str) -> dict[str, Any]:
+        return self._do(_Call("GET", path, params))
+
+
+class AsyncResourceManagerClient(_Base):
+    """Non-blocking client, for Airflow's triggerer."""
+
+    async def _do(self, call: _Call) -> dict[str, Any]:
+        errors = []
+        async with httpx.AsyncClient(timeout=self.timeout, auth=self.auth, follow_redirects=True) as http:
+            for base in self.addresses:
+                try:
+                    resp = await http.request(call.method, base + call.path, params=call.params, json=call.json)
+                except httpx.TransportError as exc:
+                    errors.append(f"{base}: {exc}")
+                    continue
+                return self._check(resp, call)
+        raise ResourceManagerError("no ResourceManager answered: " + "; ".join(errors))
+
+    async def application(self, app_id: str) -> ApplicationReport:
+        return ApplicationReport.from_json((await self._do(_app_call(app_id)))["app"])
+
+    async def kill(self, app_id: str) -> None:
+        await self._do(_kill_call(app_id, self.user))
+
+    async def applications(self, states: Iterable[str] | None = None,
+                           tags: Iterable[str] | None = None) -> list[ApplicationReport]:
+        return _parse_apps(await self._do(_apps_call(states, tags)))
