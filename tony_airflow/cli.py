@@ -6,11 +6,16 @@ Exit codes (DESIGN §3.4): 0 success, 1 failure, 2 bad input (one line, nothing 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import shlex
 import sys
 from typing import Callable, Sequence
 
 from tony_airflow.errors import ClusterError, UsageError
+from tony_airflow.yarn.rest import ResourceManagerError
+
+APP_ID = re.compile(r"^application_\d+_\d+$")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -48,6 +53,53 @@ def _cluster(args: argparse.Namespace) -> int:
     raise UsageError(f"tony cluster: unknown action {args.action!r}")
 
 
+def _submit(args: argparse.Namespace) -> int:
+    from tony_airflow.submit import submit_and_wait
+
+    return submit_and_wait(args)
+
+
+def _check_app_id(app_id: str) -> str:
+    if not APP_ID.match(app_id):
+        raise UsageError(f"application_id: {app_id!r} is malformed; allowed: application_<cluster ts>_<seq>")
+    return app_id
+
+
+def _status(args: argparse.Namespace) -> int:
+    from tony_airflow.core.client import TonyClient
+
+    report = TonyClient().rm.application(_check_app_id(args.application_id))
+    print(f"{report.id} {report.state} {report.final_status}")
+    print(f"Tracking URL: {report.tracking_url}")
+    if report.diagnostics:
+        print(f"Diagnostics: {report.diagnostics.strip()}")
+    return 0
+
+
+def _kill(args: argparse.Namespace) -> int:
+    from tony_airflow.core.client import TonyClient
+
+    client = TonyClient()
+    app_id = _check_app_id(args.application_id)
+    report = client.rm.application(app_id)
+    if report.is_terminal:
+        print(f"{app_id} already ended: {report.state} {report.final_status}")
+        return 0
+    client.rm.kill(app_id)
+    print(f"{app_id} killed")
+    return 0
+
+
+def _logs(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from tony_airflow.core.client import hadoop_environment
+
+    env = dict(os.environ, **hadoop_environment())
+    cmd = ["yarn", "logs", "-applicationId", _check_app_id(args.application_id)]
+    return subprocess.run(cmd, env=env).returncode
+
+
 def _err(*parts: object) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
@@ -64,6 +116,19 @@ def build_parser() -> OneLineParser:
                          help="use ports BASE..BASE+12 instead of free ones chosen at first start")
     cluster.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster")
     cluster.set_defaults(func=_cluster)
+
+    from tony_airflow.submit import add_job_options
+
+    submit = sub.add_parser("submit", help="submit a job (the same options as ytf-submit)")
+    add_job_options(submit)
+    submit.add_argument("--no-wait", action="store_true", help="return once the application is submitted")
+    submit.set_defaults(func=_submit)
+    for name, func, text in (("status", _status, "show an application's state"),
+                             ("kill", _kill, "kill a running application"),
+                             ("logs", _logs, "print an application's container logs")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("application_id")
+        cmd.set_defaults(func=func)
     return parser
 
 
@@ -76,6 +141,9 @@ def run(argv: Sequence[str] | None, parser_factory: Callable[[], OneLineParser] 
         _err(f"error: {exc}")
         return 2
     except ClusterError as exc:
+        _err(f"error: {exc}")
+        return 1
+    except ResourceManagerError as exc:
         _err(f"error: {exc}")
         return 1
     except KeyboardInterrupt:

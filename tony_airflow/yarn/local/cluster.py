@@ -146,7 +146,7 @@ class LocalCluster:
         for sub in ("data", "logs", "run", "nm-local", "nm-logs", "tmp", "node-labels"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         settings.save(self.settings_file)
-        write_conf(self.conf_dir, self.state_dir, jar_dir, settings)
+        write_conf(self.conf_dir, self.state_dir, jar_dir, settings, container_path=self.env()["PATH"])
         write_launchers(self.bin_dir, self.conf_dir, jar_dir, java_home, self.java_opts(), self.log_dir)
 
         if not (self.state_dir / "data" / "namenode" / "current" / "VERSION").exists():

@@ -116,8 +116,14 @@ log4j.logger.org.eclipse.jetty=WARN
 """
 
 
-def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: ClusterSettings) -> None:
-    """Generate core-, hdfs-, yarn-site, capacity-scheduler and log4j for one cluster."""
+def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: ClusterSettings,
+               container_path: str) -> None:
+    """Generate core-, hdfs-, yarn-site, capacity-scheduler and log4j for one cluster.
+
+    `container_path` is the PATH containers get: whitelisting PATH is not enough,
+    because launch_container.sh runs `export PATH=${PATH:-<NM's PATH>}` in a bash
+    that has already set a default PATH of its own.
+    """
     conf_dir.mkdir(parents=True, exist_ok=True)
     a = settings.address
     write_site(conf_dir / "core-site.xml", {
@@ -164,6 +170,10 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
             "JAVA_HOME", "HADOOP_COMMON_HOME", "HADOOP_HDFS_HOME", "HADOOP_CONF_DIR",
             "CLASSPATH_PREPEND_DISTCACHE", "HADOOP_YARN_HOME", "HADOOP_HOME", "PATH", "LANG", "TZ",
             "JDK_JAVA_OPTIONS",
+        )),
+        "yarn.nodemanager.admin-env": ",".join((
+            "MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX",
+            "PATH=" + ":".join(p for p in container_path.split(":") if p and "," not in p),
         )),
         # No Hadoop distribution layout: the jar cache is the whole classpath.
         "yarn.application.classpath": f"$HADOOP_CONF_DIR,{jar_dir}/*",

@@ -1,0 +1,41 @@
+"""Shared helpers for end-to-end tests: run the real entry points, read real logs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
+
+PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
+BIN = Path(sys.executable).parent
+
+
+def ytf_submit(*args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, str | None]:
+    """Run the real `ytf-submit`; return the process and the application id it printed."""
+    proc = subprocess.run([str(BIN / "ytf-submit"), *args], capture_output=True, text=True, timeout=timeout)
+    match = re.search(r"Submitted application (application_\d+_\d+)", proc.stdout)
+    return proc, match.group(1) if match else None
+
+
+def wait_terminal(rm: ResourceManagerClient, app_id: str, timeout: float = 300) -> ApplicationReport:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        report = rm.application(app_id)
+        if report.is_terminal:
+            return report
+        time.sleep(0.5)
+    raise AssertionError(f"{app_id} not finished after {timeout}s")
+
+
+def aggregated_logs(rm: ResourceManagerClient, app_id: str, timeout: float = 60) -> str:
+    """The application's container logs, once aggregated into HDFS (read with Hadoop's LogsCLI)."""
+    deadline = time.monotonic() + timeout
+    while rm.get(f"/ws/v1/cluster/apps/{app_id}")["app"].get("logAggregationStatus") not in ("SUCCEEDED", "FAILED"):
+        assert time.monotonic() < deadline, "log aggregation did not finish"
+        time.sleep(0.5)
+    return subprocess.run(["yarn", "logs", "-applicationId", app_id], capture_output=True, text=True,
+                          check=True).stdout

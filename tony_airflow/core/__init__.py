@@ -1,0 +1,1 @@
+"""The TonY-style core: job spec, client, Application Master, task executors."""

@@ -1,0 +1,3 @@
+from tony_airflow.core.am.master import main
+
+main()

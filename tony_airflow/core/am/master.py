@@ -1,0 +1,257 @@
+"""The Application Master's lifecycle (DESIGN §3.3), driving skein's Java AM.
+
+Per attempt: ask for one container per task, wait for the gang to register,
+publish the cluster spec, watch exits, heartbeats and timeouts, decide the
+outcome, stop what is left. Failed attempts are retried as a whole cluster up
+to `max_attempts`. At the end the YARN application is finished with the final
+status and the first failure's task, exit code and stderr tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import skein
+
+from tony_airflow.core import protocol
+from tony_airflow.core.am import server
+from tony_airflow.core.am.registry import Registry, TaskState
+from tony_airflow.core.spec import JobSpec
+
+log = logging.getLogger("tony.am")
+TICK_S = 0.25
+PROGRESS_KEY = "tony.progress"
+STATUS_URL_KEY = "tony.status_url"
+
+
+def service_name(type_: str, index: int, job: JobSpec) -> str:
+    """The skein service holding this task's container (see client.service_names)."""
+    task = job.tasks[type_]
+    if index in task.memory_by_index or index in task.vcores_by_index:
+        return f"{type_}-{index}"
+    return type_
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    reason: str = ""
+
+
+class ApplicationMaster:
+    def __init__(self, job: JobSpec, secret: str, app: Any, app_id: str, host: str):
+        self.job = job
+        self.secret = secret
+        self.app = app  # skein.ApplicationClient (or a stand-in in unit tests)
+        self.app_id = app_id
+        self.host = host
+        self.registry = Registry(job, app_id)
+        self.started = time.time()
+        self.address = ""
+        self._container_of: dict[str, tuple[str, int]] = {}
+        self._last_progress = ""
+
+    # ------------------------------------------------------------------- main
+    async def run(self) -> tuple[str, str]:
+        """Run every attempt; return (final status, diagnostics)."""
+        runner, port = await server.start(server.build_app(self.registry, self.secret))
+        self.address = f"{self.host}:{port}"
+        log.info("registry listening on %s", self.address)
+        self._publish_ui()
+        failures: list[str] = []
+        try:
+            for attempt in range(1, self.job.max_attempts + 1):
+                outcome = await self.run_attempt(attempt)
+                if outcome.ok:
+                    return "SUCCEEDED", self._diagnostics("", failures)
+                failures.append(f"attempt {attempt}/{self.job.max_attempts}: {outcome.reason}")
+                log.error("attempt %d failed: %s", attempt, outcome.reason)
+                if self._app_timed_out():
+                    break
+            return "FAILED", self._diagnostics(failures[0].split(": ", 1)[1] if failures else "", failures)
+        finally:
+            self._report_progress(force=True)
+            await runner.cleanup()
+
+    def _diagnostics(self, first: str, failures: list[str]) -> str:
+        if not failures:
+            return f"tony-airflow: all tracked tasks succeeded (attempt {self.registry.attempt}/{self.job.max_attempts})"
+        if len(failures) == 1:
+            return f"tony-airflow: {failures[0]}"
+        return "tony-airflow: " + first + " | " + " | ".join(failures)
+
+    def _publish_ui(self) -> None:
+        url = f"http://{self.address}/"
+        try:
+            self.app.ui.add_page("tony", url, link_name="TonY status")
+        except Exception as exc:  # the dashboard is a convenience, never fatal
+            log.warning("could not add the status page to the web UI: %s", exc)
+        try:
+            self.app.kv[STATUS_URL_KEY] = url.encode()
+        except Exception as exc:
+            log.warning("could not publish the status URL: %s", exc)
+
+    # --------------------------------------------------------------- attempts
+    async def run_attempt(self, attempt: int) -> Outcome:
+        reg = self.registry
+        reg.new_attempt(attempt)
+        self._container_of = {}
+        attempt_start = time.time()
+        log.info("attempt %d/%d: requesting %d containers", attempt, self.job.max_attempts, len(reg.tasks))
+        for (type_, index), task in reg.tasks.items():
+            env = {
+                "TONY_TASK_TYPE": type_, "TONY_TASK_INDEX": str(index), "TONY_ATTEMPT": str(attempt),
+                "TONY_AM_ADDRESS": self.address, "TONY_APPLICATION_ID": self.app_id,
+            }
+            container = await asyncio.to_thread(self.app.add_container, service_name(type_, index, self.job), env)
+            task.container_id = container.id
+            self._container_of[container.id] = (type_, index)
+
+        outcome = None
+        while outcome is None:
+            await self._poll_containers()
+            self._report_progress()
+            outcome = self._decide(attempt_start)
+            if outcome is None:
+                reg.changed.clear()
+                try:
+                    await asyncio.wait_for(reg.changed.wait(), TICK_S)
+                except asyncio.TimeoutError:
+                    pass
+        reg.end_attempt()
+        await self._stop_remaining()
+        self._report_progress(force=True)
+        return outcome
+
+    def _decide(self, attempt_start: float) -> Outcome | None:
+        reg, job, t = self.registry, self.job, self.registry.tasks.values()
+        now = time.time()
+        # The first failure, in the order the tasks finished.
+        finished = sorted((x for x in t if x.finished_at is not None), key=lambda x: x.finished_at)
+        for task in finished:
+            if task.role == "tracked" and task.exit_code != 0:
+                return Outcome(False, _failure_line(task))
+        tracked = [x for x in t if x.role == "tracked"]
+        if tracked and all(x.done and x.exit_code == 0 for x in tracked):
+            return Outcome(True)
+        for task in finished:
+            if task.role == "untracked":
+                return Outcome(False, f"{task.id} exited early with code {task.exit_code} "
+                                      f"while tracked tasks were still running{_tail(task)}")
+        if self._app_timed_out():
+            return Outcome(False, f"application timeout: still running after {job.timeouts.application:.0f}s")
+        since = now - attempt_start
+        waiting = [x for x in t if x.allocated_at is None]
+        if job.timeouts.allocation and waiting and since > job.timeouts.allocation:
+            x = waiting[0]
+            spec = job.tasks[x.type]
+            return Outcome(False, f"allocation timeout: YARN did not allocate {len(waiting)} container(s) within "
+                                  f"{job.timeouts.allocation:.0f}s, e.g. {x.id} ({spec.memory_of(x.index)} MiB, "
+                                  f"{spec.vcores_of(x.index)} vcores, {spec.gpus} GPUs"
+                                  f"{', label ' + spec.node_label if spec.node_label else ''}); "
+                                  "the cluster lacks the free resources or the queue/label")
+        unregistered = [x for x in t if x.registered_at is None]
+        if job.timeouts.registration and unregistered and not waiting and since > job.timeouts.registration:
+            return Outcome(False, f"registration timeout: {', '.join(x.id for x in unregistered[:5])} did not "
+                                  f"register within {job.timeouts.registration:.0f}s")
+        if job.timeouts.heartbeat:
+            for x in t:
+                if not x.done and x.last_heartbeat is not None and now - x.last_heartbeat > job.timeouts.heartbeat:
+                    return Outcome(False, f"heartbeat timeout: {x.id} sent no heartbeat for "
+                                          f"{job.timeouts.heartbeat:.0f}s (hung or lost)")
+        return None
+
+    def _app_timed_out(self) -> bool:
+        limit = self.job.timeouts.application
+        return bool(limit) and time.time() - self.started > limit
+
+    async def _poll_containers(self) -> None:
+        containers = await asyncio.to_thread(self.app.get_containers, None, list(skein.model.ContainerState))
+        for c in containers:
+            key = self._container_of.get(c.id)
+            if key is None:
+                continue
+            state = str(c.state)
+            if state == "RUNNING":
+                self.registry.container_allocated(key, c.yarn_container_id)
+            elif state in ("SUCCEEDED", "FAILED", "KILLED"):
+                if c.yarn_container_id:
+                    self.registry.container_allocated(key, c.yarn_container_id)
+                task = self.registry.tasks[key]
+                if not task.done:
+                    # give the executor's own exit report a moment to arrive
+                    await asyncio.sleep(0.5)
+                    self.registry.container_gone(key, f"container {c.yarn_container_id} {state}: {c.exit_message}")
+
+    async def _stop_remaining(self) -> None:
+        """Ask live tasks to stop (via heartbeats), then kill what did not."""
+        reg = self.registry
+        reg.request_stop()
+        deadline = time.time() + self.job.stop_grace + 2 * self.job.heartbeat_interval
+        while time.time() < deadline and any(not x.done and x.registered_at for x in reg.tasks.values()):
+            await asyncio.sleep(TICK_S)
+            await self._poll_containers()
+        for cid in list(self._container_of):
+            try:
+                await asyncio.to_thread(self.app.kill_container, cid)
+            except Exception:  # already finished: nothing to kill
+                pass
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            live = [c for c in await asyncio.to_thread(self.app.get_containers)
+                    if c.id in self._container_of]
+            if not live:
+                break
+            await asyncio.sleep(TICK_S)
+        for key, task in reg.tasks.items():
+            if not task.done:
+                reg.container_gone(key, "stopped by the AM")
+
+    def _report_progress(self, force: bool = False) -> None:
+        status = {"attempt": self.registry.attempt, "max_attempts": self.job.max_attempts,
+                  **self.registry.counts(), "spec_published": self.registry.status()["spec_published"]}
+        text = json.dumps(status, sort_keys=True)
+        if text == self._last_progress and not force:
+            return
+        self._last_progress = text
+        try:
+            self.app.kv[PROGRESS_KEY] = text.encode()
+        except Exception as exc:
+            log.debug("progress not published: %s", exc)
+
+
+def _tail(task: TaskState) -> str:
+    tail = " ".join(task.stderr_tail.strip().splitlines()[-5:])[-600:]
+    return f"; stderr: {tail}" if tail else ""
+
+
+def _failure_line(task: TaskState) -> str:
+    where = f" on {task.host}" if task.host else ""
+    return f"{task.id} exited with code {task.exit_code}{where} (container {task.yarn_container_id}){_tail(task)}"
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    job = JobSpec.from_json(Path(protocol.JOB_FILE).read_text())
+    secret = Path(protocol.SECRET_FILE).read_text().strip()
+    app = skein.ApplicationClient.from_current()
+    app_id = os.environ.get("SKEIN_APPLICATION_ID", "unknown")
+    host = os.environ.get("NM_HOST") or os.uname().nodename
+    master = ApplicationMaster(job, secret, app, app_id, host)
+    try:
+        status, diagnostics = asyncio.run(master.run())
+    except BaseException as exc:  # the AM itself broke: say so in the YARN diagnostics
+        status = "FAILED"
+        diagnostics = f"tony-airflow AM error: {exc!r}; {traceback.format_exc(limit=3)[-800:]}"
+        log.exception("AM failed")
+    log.info("finishing with %s: %s", status, diagnostics)
+    app.shutdown(status, diagnostics)
+    raise SystemExit(0 if status == "SUCCEEDED" else 1)

@@ -1,0 +1,228 @@
+"""The AM's registry: who registered where, the gang barrier, heartbeats, exit codes.
+
+Pure state with no YARN and no HTTP in it, so the lifecycle, the HTTP server
+and the benchmark all drive the same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tony_airflow.core.spec import JobSpec
+
+# Task states, in the order a task normally passes through them.
+REQUESTED, ALLOCATED, REGISTERED, RUNNING, SUCCEEDED, FAILED, STOPPED = (
+    "REQUESTED", "ALLOCATED", "REGISTERED", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED")
+DONE = frozenset({SUCCEEDED, FAILED, STOPPED})
+
+
+@dataclass
+class TaskState:
+    type: str
+    index: int
+    attempt: int
+    role: str
+    status: str = REQUESTED
+    container_id: str = ""       # skein's id, e.g. "worker-0_3"
+    yarn_container_id: str = ""
+    host: str = ""
+    port: int = 0
+    exit_code: int | None = None
+    stderr_tail: str = ""
+    requested_at: float = field(default_factory=time.time)
+    allocated_at: float | None = None
+    registered_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    last_heartbeat: float | None = None
+    stop_requested: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.type}:{self.index}"
+
+    @property
+    def done(self) -> bool:
+        return self.status in DONE
+
+
+class Registry:
+    """One attempt at a time; a request for an older attempt is refused."""
+
+    def __init__(self, job: JobSpec, app_id: str):
+        self.job = job
+        self.app_id = app_id
+        self.attempt = 0
+        self.tasks: dict[tuple[str, int], TaskState] = {}
+        self.history: list[dict[str, Any]] = []
+        self._spec: dict[str, Any] | None = None
+        self._spec_ready = asyncio.Event()
+        self._attempt_over = asyncio.Event()
+        self.changed = asyncio.Event()
+
+    # ------------------------------------------------------------- attempts
+    def new_attempt(self, attempt: int) -> None:
+        if self.tasks:
+            self.history.append({"attempt": self.attempt, "tasks": [asdict(t) for t in self.tasks.values()]})
+        self.attempt = attempt
+        self.tasks = {
+            (t, i): TaskState(t, i, attempt, self.job.tasks[t].role) for t, i in self.job.task_ids()
+        }
+        self._spec = None
+        self._spec_ready = asyncio.Event()
+        self._attempt_over = asyncio.Event()
+        self._notify()
+
+    def end_attempt(self) -> None:
+        """Wake every executor still waiting for a cluster spec: it will be told to stop."""
+        self._attempt_over.set()
+        for task in self.tasks.values():
+            if not task.done:
+                task.stop_requested = True
+
+    def _notify(self) -> None:
+        self.changed.set()
+
+    # --------------------------------------------------------- from executors
+    def _task(self, type_: str, index: int, attempt: int) -> TaskState | str:
+        if attempt != self.attempt:
+            return f"attempt {attempt} is over; the current attempt is {self.attempt}"
+        task = self.tasks.get((type_, index))
+        if task is None:
+            return f"no task {type_}:{index} in this job"
+        return task
+
+    def register(self, type_: str, index: int, attempt: int, host: str, port: int,
+                 container_id: str = "") -> str | None:
+        """None on success, else why the registration is refused."""
+        task = self._task(type_, index, attempt)
+        if isinstance(task, str):
+            return task
+        if task.done or task.stop_requested:
+            return f"{task.id} is no longer wanted"
+        if task.registered_at is not None and (task.host, task.port) != (host, port):
+            return f"{task.id} is already registered at {task.host}:{task.port}"
+        task.host, task.port = host, int(port)
+        if container_id:
+            task.container_id = task.container_id or container_id
+        now = time.time()
+        task.registered_at = task.registered_at or now
+        task.allocated_at = task.allocated_at or now
+        task.last_heartbeat = now
+        if task.status in (REQUESTED, ALLOCATED):
+            task.status = REGISTERED
+        if self._spec is None and all(t.registered_at is not None for t in self.tasks.values()):
+            self._spec = self._build_spec()
+            for t in self.tasks.values():
+                if t.status == REGISTERED:
+                    t.status = RUNNING
+                    t.started_at = now
+            self._spec_ready.set()
+        self._notify()
+        return None
+
+    def _build_spec(self) -> dict[str, Any]:
+        hosts: dict[str, list[str]] = {}
+        for (type_, index), task in sorted(self.tasks.items(), key=lambda kv: (list(self.job.tasks).index(kv[0][0]), kv[0][1])):
+            hosts.setdefault(type_, []).append(f"{task.host}:{task.port}")
+        return {"app_id": self.app_id, "attempt": self.attempt, "hosts": hosts}
+
+    async def wait_spec(self, attempt: int, timeout: float) -> tuple[str, dict[str, Any] | None]:
+        """('ready', spec), ('wait', None) after `timeout`, or ('stop', None) when the attempt is over."""
+        if attempt != self.attempt:
+            return "stop", None
+        spec_ready, over = self._spec_ready, self._attempt_over
+        if not spec_ready.is_set() and not over.is_set():
+            waiters = [asyncio.ensure_future(spec_ready.wait()), asyncio.ensure_future(over.wait())]
+            done, pending = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            for fut in pending:
+                fut.cancel()
+        if over.is_set() or attempt != self.attempt:
+            return "stop", None
+        if spec_ready.is_set():
+            return "ready", self._spec
+        return "wait", None
+
+    def heartbeat(self, type_: str, index: int, attempt: int) -> str:
+        """'run' or 'stop' (the AM wants this task to end)."""
+        task = self._task(type_, index, attempt)
+        if isinstance(task, str):
+            return "stop"
+        task.last_heartbeat = time.time()
+        return "stop" if task.stop_requested else "run"
+
+    def finished(self, type_: str, index: int, attempt: int, exit_code: int, stderr_tail: str = "") -> None:
+        task = self._task(type_, index, attempt)
+        if isinstance(task, str) or task.done:
+            return
+        task.exit_code = int(exit_code)
+        task.stderr_tail = stderr_tail[-4000:]
+        task.finished_at = time.time()
+        if task.stop_requested:
+            task.status = STOPPED
+        else:
+            task.status = SUCCEEDED if exit_code == 0 else FAILED
+        self._notify()
+
+    # ------------------------------------------------------------ from YARN
+    def container_allocated(self, key: tuple[str, int], yarn_container_id: str) -> None:
+        task = self.tasks[key]
+        task.yarn_container_id = task.yarn_container_id or yarn_container_id
+        if task.allocated_at is None:
+            task.allocated_at = time.time()
+        if task.status == REQUESTED:
+            task.status = ALLOCATED
+            self._notify()
+
+    def container_gone(self, key: tuple[str, int], message: str) -> None:
+        """The container ended without the executor reporting an exit code."""
+        task = self.tasks[key]
+        if task.done:
+            return
+        task.exit_code = _exit_code_of(message)
+        task.stderr_tail = task.stderr_tail or message
+        task.finished_at = time.time()
+        task.status = STOPPED if task.stop_requested else FAILED
+        self._notify()
+
+    def request_stop(self) -> None:
+        for task in self.tasks.values():
+            if not task.done:
+                task.stop_requested = True
+
+    # -------------------------------------------------------------- views
+    def counts(self) -> dict[str, int]:
+        tasks = self.tasks.values()
+        return {
+            "total": len(self.tasks),
+            "allocated": sum(t.allocated_at is not None for t in tasks),
+            "registered": sum(t.registered_at is not None for t in tasks),
+            "running": sum(t.status == RUNNING for t in tasks),
+            "finished": sum(t.done for t in tasks),
+        }
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "app_id": self.app_id,
+            "name": self.job.name,
+            "attempt": self.attempt,
+            "max_attempts": self.job.max_attempts,
+            "counts": self.counts(),
+            "spec_published": self._spec is not None,
+            "tasks": [asdict(t) for t in self.tasks.values()],
+            "previous_attempts": self.history,
+        }
+
+
+def _exit_code_of(message: str) -> int:
+    """YARN's diagnostics carry 'Exit code: N'; -100 is YARN's own 'aborted'."""
+    marker = "Exit code:"
+    if marker in message:
+        try:
+            return int(message.split(marker, 1)[1].split()[0])
+        except (ValueError, IndexError):
+            pass
+    return -100

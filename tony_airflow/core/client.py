@@ -1,0 +1,258 @@
+"""The client: job spec -> skein ApplicationSpec -> a submitted YARN application.
+
+Every front end (CLI, Airflow, Azkaban, Oozie) hands a JobSpec to
+`TonyClient.submit` and gets a `JobHandle` back; none of them talks to YARN on
+its own. The AM is our Python AM run as skein's master script; the task
+containers are skein services with no instances that the AM adds one by one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import skein
+
+from tony_airflow.core import protocol
+from tony_airflow.core.am.master import PROGRESS_KEY, STATUS_URL_KEY
+from tony_airflow.core.spec import JobSpec
+from tony_airflow.errors import UsageError
+from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
+
+APP_TAG = "tony-airflow"
+
+
+def hadoop_environment() -> dict[str, str]:
+    """The environment that points skein and our REST clients at a cluster.
+
+    HADOOP_CONF_DIR wins when set (a real cluster); otherwise the default local
+    cluster, if one was started with `tony cluster up`.
+    """
+    if os.environ.get("HADOOP_CONF_DIR"):
+        return {}
+    from tony_airflow.yarn.local import LocalCluster
+
+    local = LocalCluster.default()
+    if not (local.conf_dir / "yarn-site.xml").exists():
+        raise UsageError("HADOOP_CONF_DIR: not set and no local cluster exists; "
+                         "set it to your cluster's configuration or run `tony cluster up`")
+    return local.env()
+
+
+def _driver_java_options() -> list[str] | None:
+    """Java 17 needs the same --add-opens for skein's driver JVM as for Hadoop's daemons."""
+    if os.environ.get("SKEIN_DRIVER_JAVA_OPTIONS"):
+        return None
+    from tony_airflow.yarn.local.java import ADD_OPENS, find_java_home, java_major_version
+
+    try:
+        return list(ADD_OPENS) if java_major_version(find_java_home()) >= 9 else None
+    except (UsageError, OSError, subprocess.SubprocessError):
+        return None
+
+
+def service_names(job: JobSpec) -> dict[str, tuple[str, int, int, int]]:
+    """skein service -> (type, memory MiB, vcores, gpus): one per type, one per task override."""
+    services = {}
+    for task in job.tasks.values():
+        services[task.name] = (task.name, task.memory_mb, task.vcores, task.gpus)
+        for index in sorted(set(task.memory_by_index) | set(task.vcores_by_index)):
+            services[f"{task.name}-{index}"] = (task.name, task.memory_of(index), task.vcores_of(index), task.gpus)
+    return services
+
+
+def build_application(job: JobSpec, staging: Path, secret: str) -> skein.ApplicationSpec:
+    """The skein ApplicationSpec for a job; shipped files are staged under `staging`."""
+    (staging / protocol.JOB_FILE).write_text(job.to_json())
+    secret_path = staging / protocol.SECRET_FILE
+    secret_path.write_text(secret)
+    secret_path.chmod(0o600)
+    files: dict[str, skein.File] = {
+        protocol.JOB_FILE: skein.File(str(staging / protocol.JOB_FILE), type="file"),
+        protocol.SECRET_FILE: skein.File(str(secret_path), type="file"),
+    }
+    if job.script:
+        files[Path(job.script).name] = skein.File(str(Path(job.script).absolute()), type="file")
+    if job.src_dir:
+        archive = shutil.make_archive(str(staging / "src"), "zip", root_dir=job.src_dir)
+        files["src"] = skein.File(archive, type="archive")
+    env = {"PYTHONUNBUFFERED": "1", "TONY_PYTHON": job.python, **job.env}
+    master = skein.Master(
+        resources=skein.Resources(memory=job.am_memory_mb, vcores=job.am_vcores),
+        files=files, env=env, script=f"exec {job.python} -m tony_airflow.core.am",
+    )
+    services = {}
+    for name, (type_, memory, vcores, gpus) in service_names(job).items():
+        services[name] = skein.Service(
+            resources=skein.Resources(memory=memory, vcores=vcores, gpus=gpus),
+            script=f"exec {job.python} -m tony_airflow.core.executor",
+            files=files, env=env, instances=0, max_restarts=0, allow_failures=True,
+            node_label=job.tasks[type_].node_label,
+        )
+    return skein.ApplicationSpec(
+        name=job.name, queue=job.queue, tags=set(job.tags) | {APP_TAG},
+        services=services, master=master, max_attempts=1,
+    )
+
+
+@dataclass
+class Progress:
+    attempt: int = 0
+    max_attempts: int = 1
+    total: int = 0
+    allocated: int = 0
+    registered: int = 0
+    running: int = 0
+    finished: int = 0
+    spec_published: bool = False
+
+
+class JobHandle:
+    """A submitted job: its state, its progress, and the means to stop it."""
+
+    def __init__(self, app_id: str, rm: ResourceManagerClient, skein_client: skein.Client | None = None):
+        self.app_id = app_id
+        self.rm = rm
+        self._skein = skein_client
+        self._app_client: Any = None
+        self.last_report: ApplicationReport | None = None
+
+    def status(self) -> ApplicationReport:
+        self.last_report = self.rm.application(self.app_id)
+        return self.last_report
+
+    @property
+    def tracking_url(self) -> str:
+        return (self.last_report or self.status()).tracking_url
+
+    @property
+    def diagnostics(self) -> str:
+        return (self.last_report or self.status()).diagnostics
+
+    def kill(self) -> None:
+        self.rm.kill(self.app_id)
+
+    def progress(self) -> Progress | None:
+        """The AM's own counts (allocated, registered, ...), read from skein's key-value store."""
+        if self._skein is None:
+            return None
+        try:
+            if self._app_client is None:
+                self._app_client = self._skein.connect(self.app_id, wait=False)
+            raw = self._app_client.kv.get(PROGRESS_KEY)
+        except Exception:  # the AM is not up yet, or already gone
+            self._app_client = None
+            return None
+        return Progress(**json.loads(raw)) if raw else None
+
+    def status_url(self) -> str | None:
+        if self._app_client is None:
+            return None
+        try:
+            raw = self._app_client.kv.get(STATUS_URL_KEY)
+        except Exception:
+            return None
+        return raw.decode() if isinstance(raw, bytes) else raw
+
+    def wait(self, poll: float = 1.0, timeout: float | None = None,
+             on_change: Callable[[ApplicationReport, Progress | None], None] | None = None) -> ApplicationReport:
+        """Block until the application is FINISHED, FAILED or KILLED."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen: tuple | None = None
+        while True:
+            report = self.status()
+            progress = self.progress() if not report.is_terminal else None
+            key = (report.state, report.final_status, progress)
+            if on_change is not None and key != seen:
+                on_change(report, progress)
+            seen = key
+            if report.is_terminal:
+                return report
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{self.app_id} still {report.state} after {timeout}s")
+            time.sleep(poll)
+
+
+class TonyClient:
+    """Submits jobs to the cluster that HADOOP_CONF_DIR (or the local cluster) names."""
+
+    def __init__(self, conf_dir: str | None = None):
+        env = {} if conf_dir else hadoop_environment()
+        if conf_dir:
+            env["HADOOP_CONF_DIR"] = conf_dir
+        os.environ.update(env)
+        self.conf = HadoopConf.load(os.environ["HADOOP_CONF_DIR"])
+        self.rm = ResourceManagerClient.from_conf(self.conf)
+        self._skein: skein.Client | None = None
+
+    def __enter__(self) -> "TonyClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._skein is not None:
+            self._skein.close()
+            self._skein = None
+
+    @property
+    def skein(self) -> skein.Client:
+        if self._skein is None:
+            self._skein = skein.Client(java_options=_driver_java_options(), log=False)
+        return self._skein
+
+    # ------------------------------------------------------------ validation
+    def max_allocation(self, queue: str) -> tuple[int, int] | None:
+        """(MiB, vcores) the queue can give one container, asked of the ResourceManager."""
+        info = self.rm.get("/ws/v1/cluster/scheduler")["scheduler"]["schedulerInfo"]
+        found = _find_queue(info, queue)
+        if found is None:
+            names = sorted(_leaf_queues(info))
+            if names:
+                raise UsageError(f"queue: {queue!r} is not a queue of this cluster; allowed: {', '.join(names)}")
+            found = info
+        alloc = found.get("maximumAllocation") or info.get("maximumAllocation")
+        if not alloc:
+            return None
+        return int(alloc["memory"]), int(alloc["vCores"])
+
+    def validate(self, job: JobSpec) -> JobSpec:
+        return job.validate(max_allocation=self.max_allocation(job.queue))
+
+    # ---------------------------------------------------------------- submit
+    def submit(self, job: JobSpec) -> JobHandle:
+        self.validate(job)
+        with tempfile.TemporaryDirectory(prefix="tony-submit-") as staging:
+            spec = build_application(job, Path(staging), protocol.new_secret())
+            app_id = self.skein.submit(spec)
+        return JobHandle(app_id, self.rm, self.skein)
+
+    def handle(self, app_id: str) -> JobHandle:
+        return JobHandle(app_id, self.rm, self._skein)
+
+
+def _find_queue(node: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for queue in ((node.get("queues") or {}).get("queue") or []):
+        if queue.get("queueName") == name or queue.get("queuePath") == name:
+            return queue
+        found = _find_queue(queue, name)
+        if found is not None:
+            return found
+    return None
+
+
+def _leaf_queues(node: dict[str, Any]) -> list[str]:
+    leaves = []
+    for queue in ((node.get("queues") or {}).get("queue") or []):
+        children = _leaf_queues(queue)
+        leaves.extend(children or [queue.get("queueName", "")])
+    return leaves

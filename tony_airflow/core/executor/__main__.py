@@ -1,0 +1,3 @@
+from tony_airflow.core.executor.task import main
+
+main()

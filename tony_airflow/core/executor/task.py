@@ -1,0 +1,155 @@
+"""The executor's life: reserve a port, register, wait for the cluster spec,
+set the task environment, run the user command, heartbeat, report the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tony_airflow.core import protocol
+from tony_airflow.core.executor.child import UserProcess
+from tony_airflow.core.executor.port import PortReservation
+from tony_airflow.core.runtimes import TaskIdentity, task_env
+from tony_airflow.core.spec import JobSpec
+
+log = logging.getLogger("tony.executor")
+STOPPED_BY_AM = 143
+
+
+class RegistryClient:
+    """Signed HTTP+JSON calls to the AM."""
+
+    def __init__(self, address: str, secret: str, timeout: float = 30.0):
+        self.base = f"http://{address}"
+        self.secret = secret
+        self.http = httpx.Client(timeout=timeout)
+
+    def call(self, method: str, path: str, payload: dict | None = None, retries: int = 5) -> dict:
+        body = json.dumps(payload).encode() if payload is not None else b""
+        for attempt in range(retries):
+            headers = protocol.sign(self.secret, method, path, body)
+            headers["Content-Type"] = "application/json"
+            try:
+                resp = self.http.request(method, self.base + path, content=body, headers=headers)
+            except httpx.TransportError:
+                if attempt == retries - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            if resp.status_code >= 400:
+                raise RuntimeError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:200]}")
+            return resp.json()
+        raise RuntimeError("unreachable")
+
+
+class Executor:
+    def __init__(self, job: JobSpec, me: TaskIdentity, registry: RegistryClient, host: str):
+        self.job = job
+        self.me = me
+        self.registry = registry
+        self.host = host
+        self.child: UserProcess | None = None
+        self.stop_requested = threading.Event()
+        self.ident = {"type": me.type, "index": me.index, "attempt": me.attempt}
+
+    def run(self) -> int:
+        reservation = PortReservation()
+        log.info("%s:%d (attempt %d) reserved port %d", self.me.type, self.me.index, self.me.attempt,
+                 reservation.port)
+        self.registry.call("POST", protocol.REGISTER, {
+            **self.ident, "host": self.host, "port": reservation.port,
+            "container_id": os.environ.get("CONTAINER_ID", ""),
+        })
+        spec = self._wait_for_spec()
+        if spec is None:
+            log.info("the AM ended this attempt before the cluster spec was complete")
+            reservation.release()
+            return 0
+        env = dict(os.environ)
+        env.update(task_env(self.job, spec["hosts"], self.me))
+        env.update(self._shipped_files_env())
+        cwd = str(Path("src").absolute()) if self.job.src_dir and Path("src").is_dir() else None
+        command = self.job.command_of(self.me.type)
+        if self.me.type == "tensorboard":
+            reservation.release()  # TensorBoard does not bind with SO_REUSEPORT
+        log.info("starting: %s", command)
+        self.child = UserProcess(command, env, cwd=cwd)
+        reservation.release_when_bound(self.child.alive)
+        heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+        heartbeats.start()
+        code = self.child.wait()
+        self.child.kill_group()
+        if self.stop_requested.is_set():
+            log.info("stopped at the AM's request (exit code %d)", code)
+        else:
+            log.info("user command exited with code %d", code)
+        self._report(code)
+        return 0 if self.stop_requested.is_set() else code
+
+    def _wait_for_spec(self) -> dict | None:
+        while True:
+            path = f"{protocol.CLUSTER_SPEC}?attempt={self.me.attempt}&wait=20"
+            answer = self.registry.call("GET", path)
+            if answer["state"] == "ready":
+                return answer["spec"]
+            if answer["state"] == "stop":
+                return None
+
+    def _shipped_files_env(self) -> dict[str, str]:
+        env = {"TONY_PYTHON": self.job.python}
+        if self.job.script:
+            env["DTF_TASK_SCRIPT"] = str(Path(Path(self.job.script).name).absolute())
+        return env
+
+    def _heartbeat_loop(self) -> None:
+        while self.child is not None and self.child.alive():
+            try:
+                action = self.registry.call("POST", protocol.HEARTBEAT, self.ident, retries=2)["action"]
+            except Exception as exc:  # the AM decides on missed heartbeats, not us
+                log.warning("heartbeat failed: %s", exc)
+                action = "run"
+            if action == "stop" and not self.stop_requested.is_set():
+                log.info("the AM asks this task to stop")
+                self.stop_requested.set()
+                self.child.stop(grace=max(self.job.stop_grace - 2, 1))
+                return
+            time.sleep(self.job.heartbeat_interval)
+
+    def _report(self, code: int) -> None:
+        tail = self.child.stderr_tail() if self.child else ""
+        try:
+            self.registry.call("POST", protocol.FINISHED, {**self.ident, "exit_code": code, "stderr_tail": tail})
+        except Exception as exc:
+            log.warning("could not report the exit code to the AM: %s", exc)
+
+    def on_sigterm(self, signum, frame) -> None:
+        """YARN is stopping the container: stop the user's process group, report, exit."""
+        log.info("SIGTERM: stopping the user command")
+        self.stop_requested.set()
+        if self.child is None:
+            sys.exit(STOPPED_BY_AM)
+        # Stop from another thread: the main thread is inside Popen.wait(),
+        # which returns once the group is gone, and then reports and exits.
+        threading.Thread(target=self.child.stop, args=(3.0,), daemon=True).start()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    job = JobSpec.from_json(Path(protocol.JOB_FILE).read_text())
+    secret = Path(protocol.SECRET_FILE).read_text().strip()
+    me = TaskIdentity(type=os.environ["TONY_TASK_TYPE"], index=int(os.environ["TONY_TASK_INDEX"]),
+                      attempt=int(os.environ["TONY_ATTEMPT"]), app_id=os.environ.get("TONY_APPLICATION_ID", ""))
+    host = os.environ.get("NM_HOST") or os.uname().nodename
+    executor = Executor(job, me, RegistryClient(os.environ["TONY_AM_ADDRESS"], secret), host)
+    signal.signal(signal.SIGTERM, executor.on_sigterm)
+    sys.exit(executor.run())

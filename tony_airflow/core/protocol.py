@@ -1,0 +1,76 @@
+"""The registry protocol between executors and the AM: paths and HMAC signing.
+
+Every request carries a timestamp, a nonce and an HMAC-SHA256 over method,
+path, timestamp, nonce and the body's digest, keyed by the per-application
+secret. The AM refuses unsigned, forged, stale and replayed requests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections import OrderedDict
+
+REGISTER = "/v1/register"
+CLUSTER_SPEC = "/v1/cluster-spec"
+HEARTBEAT = "/v1/heartbeat"
+FINISHED = "/v1/finished"
+STATUS_JSON = "/status.json"
+
+H_TIMESTAMP = "X-Tony-Timestamp"
+H_NONCE = "X-Tony-Nonce"
+H_SIGNATURE = "X-Tony-Signature"
+
+MAX_SKEW_S = 300.0
+SECRET_FILE = ".tony-secret"
+JOB_FILE = ".tony-job.json"
+
+
+def new_secret() -> str:
+    return secrets.token_hex(32)
+
+
+def _message(method: str, path: str, timestamp: str, nonce: str, body: bytes) -> bytes:
+    digest = hashlib.sha256(body).hexdigest()
+    return "\n".join((method.upper(), path, timestamp, nonce, digest)).encode()
+
+
+def sign(secret: str, method: str, path: str, body: bytes = b"") -> dict[str, str]:
+    """The headers that authenticate one request."""
+    timestamp = f"{time.time():.3f}"
+    nonce = secrets.token_hex(12)
+    mac = hmac.new(secret.encode(), _message(method, path, timestamp, nonce, body), hashlib.sha256)
+    return {H_TIMESTAMP: timestamp, H_NONCE: nonce, H_SIGNATURE: mac.hexdigest()}
+
+
+class Verifier:
+    """Checks signatures and remembers recent nonces so a request cannot be replayed."""
+
+    def __init__(self, secret: str, max_skew: float = MAX_SKEW_S):
+        self._key = secret.encode()
+        self._max_skew = max_skew
+        self._seen: OrderedDict[str, float] = OrderedDict()
+
+    def check(self, method: str, path: str, headers, body: bytes) -> str | None:
+        """None when the request is authentic, else the reason it is refused."""
+        timestamp, nonce, signature = (headers.get(h) for h in (H_TIMESTAMP, H_NONCE, H_SIGNATURE))
+        if not (timestamp and nonce and signature):
+            return "unsigned request"
+        try:
+            age = abs(time.time() - float(timestamp))
+        except ValueError:
+            return "malformed timestamp"
+        if age > self._max_skew:
+            return "stale request"
+        expected = hmac.new(self._key, _message(method, path, timestamp, nonce, body), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected, signature):
+            return "bad signature"
+        now = time.time()
+        while self._seen and next(iter(self._seen.values())) < now:
+            self._seen.popitem(last=False)
+        if nonce in self._seen:
+            return "replayed request"
+        self._seen[nonce] = now + self._max_skew
+        return None

@@ -1,0 +1,469 @@
+"""The job spec: the one data model every front end fills and the AM executes.
+
+Parsing and validation live here and only here. Every refusal is a
+`UsageError` whose one line names the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from tony_airflow.errors import UsageError
+
+TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESOURCE_FORM = re.compile(r"^(?:(?P<type>[^:\[\]]+?)(?:\[(?P<index>[^\]]*)\])?:)?(?P<value>.+)$")
+MEMORY = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B?|[KMGT]|B)?\s*$", re.IGNORECASE)
+_UNIT_MB = {"": 1, "B": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+# Seed 001 defaults to 8192 MiB; 2 GiB lets a ps + 2 workers + TensorBoard job
+# fit a single NodeManager, and is what a small TensorFlow task needs.
+DEFAULT_MEMORY_MB = 2048
+# The built-in command of the TensorBoard sidecar that `tensorboard: true` adds.
+TENSORBOARD_COMMAND = "exec ${TONY_PYTHON:-python3} -m tony_airflow.core.tensorboard_task"
+DEFAULT_TRACKED = ("chief", "worker", "evaluator")
+DEFAULT_UNTRACKED = ("ps",)
+DEFAULT_SIDECARS = ("tensorboard",)
+ROLES = ("tracked", "untracked", "sidecar")
+
+
+def parse_memory_mb(text: str | int, field_name: str) -> int:
+    """'2048' (MiB), '2 GiB', '512M', '1.5g' -> MiB; refuses zero, negatives and nonsense."""
+    if isinstance(text, bool):
+        raise UsageError(f"{field_name}: {text!r} is not a memory size; allowed: a positive number of MiB or e.g. '2 GiB'")
+    if isinstance(text, int):
+        text = str(text)
+    match = MEMORY.match(str(text))
+    if not match:
+        raise UsageError(f"{field_name}: {text!r} is not a memory size; allowed: a positive number of MiB or e.g. '2 GiB'")
+    unit = (match["unit"] or "").upper()[:1]
+    mb = int(float(match["num"]) * _UNIT_MB[unit])
+    if mb <= 0:
+        raise UsageError(f"{field_name}: {text!r} must be at least 1 MiB")
+    return mb
+
+
+def parse_count(text: str | int, field_name: str, minimum: int = 1) -> int:
+    if isinstance(text, bool):
+        raise UsageError(f"{field_name}: {text!r} is not a whole number; allowed: a whole number >= {minimum}")
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise UsageError(f"{field_name}: {text!r} is not a whole number; allowed: a whole number >= {minimum}") from None
+    if value < minimum:
+        raise UsageError(f"{field_name}: {value} is too small; allowed: a whole number >= {minimum}")
+    return value
+
+
+def parse_requirement(text: str) -> dict[str, int]:
+    """'ps:1,worker:4' -> {'ps': 1, 'worker': 4} (order kept)."""
+    field_name = "cluster_requirement"
+    allowed = "'<type>:<count>,...' such as 'ps:1,worker:2'"
+    if not text or not text.strip():
+        raise UsageError(f"{field_name}: is empty; allowed: {allowed}")
+    result: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, count = part.strip().partition(":")
+        if not sep or not name.strip() or not count.strip():
+            raise UsageError(f"{field_name}: {part.strip()!r} is malformed; allowed: {allowed}")
+        name = name.strip()
+        check_type_name(name, field_name)
+        if name in result:
+            raise UsageError(f"{field_name}: type {name!r} is given twice; allowed: each type once")
+        result[name] = parse_count(count, f"{field_name} ({name})")
+    return result
+
+
+def check_type_name(name: str, field_name: str) -> None:
+    if not TYPE_NAME.match(name):
+        raise UsageError(f"{field_name}: {name!r} is not a valid type name; "
+                         "allowed: lower-case letters, digits and '_', starting with a letter")
+
+
+@dataclass
+class ResourceForms:
+    """The three forms of seed 001 for one resource: general, per type, per task."""
+
+    general: Any = None
+    per_type: dict[str, Any] = field(default_factory=dict)
+    per_task: dict[tuple[str, int], Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, values: Iterable[str] | str | int | None, field_name: str, parse_value) -> "ResourceForms":
+        forms = cls()
+        if values is None:
+            return forms
+        if isinstance(values, (str, int)):
+            values = [values]
+        for raw in values:
+            for item in (str(raw).split(",") if not isinstance(raw, int) else [raw]):
+                item = str(item).strip()
+                match = RESOURCE_FORM.match(item) if item else None
+                if not match:
+                    raise UsageError(f"{field_name}: {raw!r} is malformed; allowed: '<value>', "
+                                     "'<type>:<value>' or '<type>[<index>]:<value>'")
+                value = parse_value(match["value"], field_name)
+                if match["type"] is None:
+                    forms.general = value
+                    continue
+                type_name = match["type"].strip()
+                check_type_name(type_name, field_name)
+                if match["index"] is None:
+                    forms.per_type[type_name] = value
+                else:
+                    index = parse_count(match["index"], f"{field_name} ({type_name} index)", minimum=0)
+                    forms.per_task[(type_name, index)] = value
+        return forms
+
+    def check_against(self, instances: Mapping[str, int], field_name: str) -> None:
+        for type_name in list(self.per_type) + [t for t, _ in self.per_task]:
+            if type_name not in instances:
+                raise UsageError(f"{field_name}: names unknown type {type_name!r}; "
+                                 f"allowed: {', '.join(instances)}")
+        for (type_name, index), _ in self.per_task.items():
+            if index >= instances[type_name]:
+                raise UsageError(f"{field_name}: {type_name}[{index}] is out of range; "
+                                 f"{type_name} has indexes 0..{instances[type_name] - 1}")
+
+    def resolve(self, type_name: str, index: int, default: Any) -> Any:
+        """The most specific form wins: per task, then per type, then general."""
+        if (type_name, index) in self.per_task:
+            return self.per_task[(type_name, index)]
+        if type_name in self.per_type:
+            return self.per_type[type_name]
+        return self.general if self.general is not None else default
+
+
+@dataclass
+class TaskSpec:
+    """One task type: how many, how big, where, what it runs, and its lifecycle role."""
+
+    name: str
+    instances: int
+    memory_mb: int = DEFAULT_MEMORY_MB
+    vcores: int = 1
+    gpus: int = 0
+    node_label: str = ""
+    command: str = ""
+    role: str = "tracked"
+    # per-index overrides of memory and vcores (the `worker[0]:8192` form)
+    memory_by_index: dict[int, int] = field(default_factory=dict)
+    vcores_by_index: dict[int, int] = field(default_factory=dict)
+
+    def memory_of(self, index: int) -> int:
+        return self.memory_by_index.get(index, self.memory_mb)
+
+    def vcores_of(self, index: int) -> int:
+        return self.vcores_by_index.get(index, self.vcores)
+
+
+@dataclass
+class Timeouts:
+    """Seconds; 0 means no limit. Each one fails the attempt with its own reason."""
+
+    allocation: float = 300.0
+    registration: float = 300.0
+    heartbeat: float = 60.0
+    application: float = 0.0
+
+
+@dataclass
+class JobSpec:
+    tasks: dict[str, TaskSpec]
+    command: str = ""
+    name: str = "TensorFlow"
+    queue: str = "default"
+    tags: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    input_path: str = ""
+    output_path: str = ""
+    script: str = ""
+    src_dir: str = ""
+    tensorboard: bool = False
+    docker_image: str = ""
+    max_attempts: int = 1
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    framework: str = "tensorflow"
+    python: str = "python3"
+    am_memory_mb: int = 512
+    am_vcores: int = 1
+    heartbeat_interval: float = 1.0
+    stop_grace: float = 10.0
+
+    # ------------------------------------------------------------ views
+    def types_with_role(self, role: str) -> list[str]:
+        return [t.name for t in self.tasks.values() if t.role == role]
+
+    def cluster_types(self) -> list[str]:
+        """Types that form the distributed cluster (sidecars are not in it)."""
+        return [t.name for t in self.tasks.values() if t.role != "sidecar"]
+
+    def task_ids(self) -> list[tuple[str, int]]:
+        return [(t.name, i) for t in self.tasks.values() for i in range(t.instances)]
+
+    def command_of(self, type_name: str) -> str:
+        return self.tasks[type_name].command or self.command
+
+    # ----------------------------------------------------- serialisation
+    def to_json(self) -> str:
+        data = asdict(self)
+        for task in data["tasks"].values():
+            task["memory_by_index"] = {str(k): v for k, v in task["memory_by_index"].items()}
+            task["vcores_by_index"] = {str(k): v for k, v in task["vcores_by_index"].items()}
+        return json.dumps(data, indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobSpec":
+        data = json.loads(text)
+        tasks = {}
+        for name, t in data.pop("tasks").items():
+            t["memory_by_index"] = {int(k): v for k, v in t["memory_by_index"].items()}
+            t["vcores_by_index"] = {int(k): v for k, v in t["vcores_by_index"].items()}
+            tasks[name] = TaskSpec(**t)
+        timeouts = Timeouts(**data.pop("timeouts"))
+        return cls(tasks=tasks, timeouts=timeouts, **data)
+
+    # -------------------------------------------------------- validation
+    def validate(self, max_allocation: tuple[int, int] | None = None, check_paths: bool = True) -> "JobSpec":
+        """Refuse what cannot run, before anything is submitted."""
+        if not self.tasks:
+            raise UsageError("cluster_requirement: no task types; allowed: e.g. 'ps:1,worker:2'")
+        for task in self.tasks.values():
+            check_type_name(task.name, "cluster_requirement")
+            if task.role not in ROLES:
+                raise UsageError(f"{task.name}.role: {task.role!r} is not a role; allowed: {', '.join(ROLES)}")
+            if not (task.command or self.command).strip():
+                raise UsageError(f"task_command: no command for type {task.name!r}; "
+                                 "allowed: a command for all types or one per type")
+        if not any(t.role == "tracked" for t in self.tasks.values()):
+            raise UsageError("tracked: no tracked type decides the outcome; allowed: mark at least one of "
+                             f"{', '.join(self.tasks)} as tracked")
+        if self.tensorboard and not self.output_path:
+            raise UsageError("output: --tensorboard needs an output path (-o) for TensorBoard to read")
+        if self.max_attempts < 1:
+            raise UsageError(f"max_attempts: {self.max_attempts} is too small; allowed: a whole number >= 1")
+        for name in ("allocation", "registration", "heartbeat", "application"):
+            if getattr(self.timeouts, name) < 0:
+                raise UsageError(f"timeout ({name}): must be >= 0 seconds (0 = no limit)")
+        if not self.name.strip():
+            raise UsageError("name: is empty; allowed: a non-empty application name")
+        if not self.queue.strip():
+            raise UsageError("queue: is empty; allowed: a YARN queue name such as 'default'")
+        for key in self.env:
+            if not ENV_NAME.match(key):
+                raise UsageError(f"env: {key!r} is not a variable name; allowed: letters, digits and '_'")
+        if check_paths:
+            if self.script and not Path(self.script).is_file():
+                raise UsageError(f"script: {self.script} does not exist or is not a file")
+            if self.src_dir and not Path(self.src_dir).is_dir():
+                raise UsageError(f"src_dir: {self.src_dir} does not exist or is not a directory")
+        if max_allocation is not None:
+            self.check_fits(*max_allocation)
+        return self
+
+    def check_fits(self, max_memory_mb: int, max_vcores: int) -> None:
+        for task in self.tasks.values():
+            for index in range(task.instances):
+                mem, vc = task.memory_of(index), task.vcores_of(index)
+                if mem > max_memory_mb:
+                    raise UsageError(f"task_memory: {task.name}[{index}] asks {mem} MiB; the cluster's maximum "
+                                     f"allocation is {max_memory_mb} MiB")
+                if vc > max_vcores:
+                    raise UsageError(f"task_vcores: {task.name}[{index}] asks {vc} vcores; the cluster's maximum "
+                                     f"allocation is {max_vcores} vcores")
+        if self.am_memory_mb > max_memory_mb:
+            raise UsageError(f"am_memory: {self.am_memory_mb} MiB is above the maximum allocation {max_memory_mb} MiB")
+
+
+def default_role(type_name: str) -> str:
+    if type_name in DEFAULT_UNTRACKED:
+        return "untracked"
+    if type_name in DEFAULT_SIDECARS:
+        return "sidecar"
+    return "tracked"
+
+
+_JOB_FILE_KEYS = {
+    "cluster_requirement", "tasks", "command", "task_memory", "task_vcores", "task_gpus", "node_label",
+    "name", "queue", "tags", "env", "input", "output", "script", "src_dir", "tensorboard",
+    "docker_image", "max_attempts", "timeouts", "tracked", "untracked", "sidecar", "framework",
+    "python", "am_memory", "am_vcores", "heartbeat_interval", "stop_grace",
+}
+_TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role"}
+_TIMEOUT_KEYS = {f.name for f in fields(Timeouts)}
+
+
+def load_job_file(path: str) -> dict[str, Any]:
+    """A YAML or JSON job file: the same fields as the command line."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"conf: {path} does not exist or is not a file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        where = f" (line {line + 1})" if line is not None else ""
+        raise UsageError(f"conf: {path} is not valid YAML or JSON{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError(f"conf: {path} must hold a mapping of job fields, not {type(data).__name__}")
+    unknown = sorted(set(data) - _JOB_FILE_KEYS)
+    if unknown:
+        raise UsageError(f"conf: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(_JOB_FILE_KEYS))}")
+    return data
+
+
+def _as_list(value: Any, field_name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    raise UsageError(f"{field_name}: expected a list or a comma-separated string, not {type(value).__name__}")
+
+
+def build_job_spec(options: Mapping[str, Any]) -> JobSpec:
+    """Build and validate (without the cluster) a JobSpec from front-end options.
+
+    `options` holds the job-file keys above; every front end (CLI, Airflow,
+    Azkaban, Oozie) maps its own input onto them and calls this.
+    """
+    opts = {k: v for k, v in options.items() if v is not None}
+    unknown = sorted(set(opts) - _JOB_FILE_KEYS)
+    if unknown:
+        raise UsageError(f"{unknown[0]}: unknown option; allowed: {', '.join(sorted(_JOB_FILE_KEYS))}")
+
+    # Task types and counts: either a requirement string or a `tasks` mapping.
+    per_type: dict[str, dict[str, Any]] = {}
+    if "tasks" in opts:
+        if not isinstance(opts["tasks"], Mapping):
+            raise UsageError("tasks: expected a mapping of type -> {instances, memory, ...}")
+        for name, body in opts["tasks"].items():
+            check_type_name(str(name), "tasks")
+            body = {"instances": body} if isinstance(body, int) else dict(body or {})
+            bad = sorted(set(body) - _TASK_KEYS)
+            if bad:
+                raise UsageError(f"tasks.{name}: unknown field {bad[0]!r}; allowed: {', '.join(sorted(_TASK_KEYS))}")
+            body["instances"] = parse_count(body.get("instances", 1), f"tasks.{name}.instances")
+            per_type[str(name)] = body
+    if "cluster_requirement" in opts:
+        if per_type:
+            raise UsageError("cluster_requirement: give either cluster_requirement or tasks, not both")
+        per_type = {n: {"instances": c} for n, c in parse_requirement(str(opts["cluster_requirement"])).items()}
+    if not per_type:
+        raise UsageError("cluster_requirement: missing; allowed: '<type>:<count>,...' such as 'ps:1,worker:2'")
+    if opts.get("tensorboard") and "tensorboard" not in per_type:
+        per_type["tensorboard"] = {"instances": 1, "role": "sidecar", "memory": 1024,
+                                   "command": TENSORBOARD_COMMAND}
+    instances = {n: b["instances"] for n, b in per_type.items()}
+
+    memory = ResourceForms.parse(opts.get("task_memory"), "task_memory", parse_memory_mb)
+    vcores = ResourceForms.parse(opts.get("task_vcores"), "task_vcores", parse_count)
+    gpus = ResourceForms.parse(opts.get("task_gpus"), "task_gpus", lambda v, f: parse_count(v, f, minimum=0))
+    labels = ResourceForms.parse(opts.get("node_label"), "node_label", lambda v, f: v.strip())
+    for forms, name in ((memory, "task_memory"), (vcores, "task_vcores"), (gpus, "task_gpus"), (labels, "node_label")):
+        forms.check_against(instances, name)
+    for forms, name in ((gpus, "task_gpus"), (labels, "node_label")):
+        if forms.per_task:
+            (t, i), _ = next(iter(forms.per_task.items()))
+            raise UsageError(f"{name}: {t}[{i}] — the per-task form is only for task_memory and task_vcores; "
+                             f"allowed: '<value>' or '<type>:<value>'")
+
+    roles = {n: b.get("role") or default_role(n) for n, b in per_type.items()}
+    assigned: dict[str, str] = {}
+    for role in ROLES:
+        for name in _as_list(opts.get(role), role):
+            if name not in per_type:
+                raise UsageError(f"{role}: names unknown type {name!r}; allowed: {', '.join(per_type)}")
+            if name in assigned and assigned[name] != role:
+                raise UsageError(f"{role}: type {name!r} is already {assigned[name]}; a type has one role")
+            assigned[name] = role
+            roles[name] = role
+
+    tasks: dict[str, TaskSpec] = {}
+    for name, body in per_type.items():
+        n = body["instances"]
+        # precedence: per-type option > the type's own entry > general option > default
+        own_mem = parse_memory_mb(body["memory"], f"tasks.{name}.memory") if "memory" in body else None
+        own_vc = parse_count(body["vcores"], f"tasks.{name}.vcores") if "vcores" in body else None
+        type_mem = memory.per_type.get(name, own_mem or memory.resolve(name, -1, DEFAULT_MEMORY_MB))
+        type_vc = vcores.per_type.get(name, own_vc or vcores.resolve(name, -1, 1))
+        tasks[name] = TaskSpec(
+            name=name, instances=n, memory_mb=type_mem, vcores=type_vc,
+            gpus=parse_count(body["gpus"], f"tasks.{name}.gpus", 0) if "gpus" in body else gpus.resolve(name, -1, 0),
+            node_label=str(body.get("node_label") or labels.resolve(name, -1, "")),
+            command=str(body.get("command") or ""),
+            role=roles[name],
+            memory_by_index={i: m for (t, i), m in memory.per_task.items() if t == name},
+            vcores_by_index={i: v for (t, i), v in vcores.per_task.items() if t == name},
+        )
+
+    env = opts.get("env") or {}
+    if isinstance(env, (list, tuple)):
+        env = parse_env_pairs(env)
+    if not isinstance(env, Mapping):
+        raise UsageError("env: expected KEY=VALUE pairs or a mapping")
+    timeouts = Timeouts()
+    raw_timeouts = opts.get("timeouts") or {}
+    if not isinstance(raw_timeouts, Mapping):
+        raise UsageError(f"timeouts: expected a mapping with keys {', '.join(sorted(_TIMEOUT_KEYS))}")
+    for key, value in raw_timeouts.items():
+        if key not in _TIMEOUT_KEYS:
+            raise UsageError(f"timeouts: unknown key {key!r}; allowed: {', '.join(sorted(_TIMEOUT_KEYS))}")
+        setattr(timeouts, key, _parse_seconds(value, f"timeout ({key})"))
+
+    spec = JobSpec(
+        tasks=tasks,
+        command=str(opts.get("command") or ""),
+        name=str(opts.get("name", "TensorFlow")),
+        queue=str(opts.get("queue", "default")),
+        tags=_as_list(opts.get("tags"), "tags"),
+        env={str(k): str(v) for k, v in env.items()},
+        input_path=str(opts.get("input") or ""),
+        output_path=str(opts.get("output") or ""),
+        script=str(opts.get("script") or ""),
+        src_dir=str(opts.get("src_dir") or ""),
+        tensorboard=bool(opts.get("tensorboard", False)),
+        docker_image=str(opts.get("docker_image") or ""),
+        max_attempts=parse_count(opts.get("max_attempts", 1), "max_attempts"),
+        timeouts=timeouts,
+        framework=str(opts.get("framework", "tensorflow")),
+        python=str(opts.get("python", "python3")),
+        am_memory_mb=parse_memory_mb(opts.get("am_memory", 512), "am_memory"),
+        am_vcores=parse_count(opts.get("am_vcores", 1), "am_vcores"),
+        heartbeat_interval=_parse_seconds(opts.get("heartbeat_interval", 1.0), "heartbeat_interval", positive=True),
+        stop_grace=_parse_seconds(opts.get("stop_grace", 10.0), "stop_grace"),
+    )
+    if spec.framework not in ("tensorflow", "pytorch", "generic"):
+        raise UsageError(f"framework: {spec.framework!r} is not supported; allowed: tensorflow, pytorch, generic")
+    return spec.validate()
+
+
+def _parse_seconds(value: Any, field_name: str, positive: bool = False) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{field_name}: {value!r} is not a number of seconds") from None
+    if seconds < 0 or (positive and seconds == 0):
+        raise UsageError(f"{field_name}: {value!r} must be {'> 0' if positive else '>= 0'} seconds")
+    return seconds
+
+
+def parse_env_pairs(pairs: Iterable[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = str(pair).partition("=")
+        if not sep or not key:
+            raise UsageError(f"env: {pair!r} is malformed; allowed: KEY=VALUE")
+        if not ENV_NAME.match(key):
+            raise UsageError(f"env: {key!r} is not a variable name; allowed: letters, digits and '_'")
+        env[key] = value
+    return env

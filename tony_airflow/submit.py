@@ -1,0 +1,184 @@
+"""`ytf-submit` / `tony submit`: the seed-001 command line over the core client.
+
+Parses options into the job spec, submits, prints the application id and the
+tracking URL as soon as they exist, shows progress, and exits 0 (SUCCEEDED),
+1 (FAILED or KILLED) or 2 (bad input, nothing submitted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+from tony_airflow.core.client import JobHandle, Progress, TonyClient
+from tony_airflow.core.spec import build_job_spec, load_job_file, parse_env_pairs
+from tony_airflow.errors import UsageError
+from tony_airflow.yarn.rest import ApplicationReport
+
+
+def add_job_options(p: argparse.ArgumentParser) -> None:
+    """The job options shared by `ytf-submit`, `tony submit` and the Oozie generator."""
+    p.add_argument("task_command", nargs="?", help="the command every task runs (DTF_* variables are set)")
+    p.add_argument("-r", "--cluster_requirement", help="task types and counts, e.g. 'ps:1,worker:4'")
+    p.add_argument("-c", "--task_vcores", action="append",
+                   help="vcores: '<n>', '<type>:<n>' or '<type>[<index>]:<n>' (repeatable)")
+    p.add_argument("-m", "--task_memory", action="append",
+                   help="memory in MiB or with a unit: '2048', 'worker:4 GiB', 'worker[0]:8192' (repeatable)")
+    p.add_argument("--task_gpus", action="append", help="GPUs: '<n>' or '<type>:<n>' (repeatable)")
+    p.add_argument("--node_label", action="append", help="YARN node label: '<label>' or '<type>:<label>'")
+    p.add_argument("-i", "--input", help="input path, set as DTF_INPUT_PATH")
+    p.add_argument("-o", "--output", help="output path, set as DTF_OUTPUT_PATH (needed by --tensorboard)")
+    p.add_argument("-s", "--script", help="a local file shipped to every task; its path is DTF_TASK_SCRIPT")
+    p.add_argument("--src_dir", help="a local directory shipped to every task; the command runs inside it")
+    p.add_argument("-t", "--tensorboard", action="store_true", default=None, help="start a TensorBoard task")
+    p.add_argument("--docker_image", help="run the tasks in this Docker image (YARN's Docker runtime)")
+    p.add_argument("-q", "--queue", help="YARN queue (default: default)")
+    p.add_argument("-n", "--name", help="YARN application name (default: TensorFlow)")
+    p.add_argument("--conf", help="a YAML or JSON job file with the same fields; options override it")
+    p.add_argument("--env", action="append", metavar="K=V", help="environment variable for every task")
+    p.add_argument("--command", dest="type_commands", action="append", metavar="TYPE=CMD",
+                   help="a command for one task type, overriding task_command for it")
+    p.add_argument("--max-attempts", dest="max_attempts", type=str, help="whole-cluster attempts (default 1)")
+    p.add_argument("--timeout", type=str, help="application timeout in seconds (default: none)")
+    p.add_argument("--allocation-timeout", type=str, help="seconds to get every container (default 300)")
+    p.add_argument("--registration-timeout", type=str, help="seconds for every task to register (default 300)")
+    p.add_argument("--heartbeat-timeout", type=str, help="seconds without a heartbeat (default 60)")
+    p.add_argument("--tracked", help="types whose exit decides the outcome (default: chief,worker,evaluator)")
+    p.add_argument("--untracked", help="types stopped when the tracked ones are done (default: ps)")
+    p.add_argument("--sidecar", help="types that never decide the outcome (default: tensorboard)")
+    p.add_argument("--tags", help="comma-separated YARN application tags")
+    p.add_argument("--python", help="the Python on the nodes that runs the executor (default: python3)")
+    p.add_argument("--framework", choices=None, help="tensorflow (default), pytorch or generic")
+
+
+def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """Namespace -> the job-file keys of core.spec, the job file first, options over it."""
+    opts: dict[str, Any] = load_job_file(args.conf) if args.conf else {}
+    simple = {
+        "cluster_requirement": args.cluster_requirement, "command": args.task_command,
+        "task_vcores": args.task_vcores, "task_memory": args.task_memory, "task_gpus": args.task_gpus,
+        "node_label": args.node_label, "input": args.input, "output": args.output, "script": args.script,
+        "src_dir": args.src_dir, "tensorboard": args.tensorboard, "docker_image": args.docker_image,
+        "queue": args.queue, "name": args.name, "max_attempts": args.max_attempts,
+        "tracked": args.tracked, "untracked": args.untracked, "sidecar": args.sidecar, "tags": args.tags,
+        "python": args.python, "framework": args.framework,
+    }
+    for key, value in simple.items():
+        if value is not None:
+            if key == "cluster_requirement":
+                opts.pop("tasks", None)
+            opts[key] = value
+    if args.env:
+        opts["env"] = {**(opts.get("env") or {}), **parse_env_pairs(args.env)}
+    timeouts = dict(opts.get("timeouts") or {})
+    for key, value in (("application", args.timeout), ("allocation", args.allocation_timeout),
+                       ("registration", args.registration_timeout), ("heartbeat", args.heartbeat_timeout)):
+        if value is not None:
+            timeouts[key] = value
+    if timeouts:
+        opts["timeouts"] = timeouts
+    if args.type_commands:
+        opts["_type_commands"] = args.type_commands
+    return opts
+
+
+def job_from_args(args: argparse.Namespace):
+    opts = options_from_args(args)
+    type_commands = opts.pop("_type_commands", None)
+    if type_commands:
+        per_type = {}
+        for pair in type_commands:
+            name, sep, command = pair.partition("=")
+            if not sep or not name.strip() or not command.strip():
+                raise UsageError(f"--command: {pair!r} is malformed; allowed: TYPE=COMMAND")
+            per_type[name.strip()] = command
+        job = build_job_spec(opts)
+        for name, command in per_type.items():
+            if name not in job.tasks:
+                raise UsageError(f"--command: names unknown type {name!r}; allowed: {', '.join(job.tasks)}")
+            job.tasks[name].command = command
+        return job.validate()
+    return build_job_spec(opts)
+
+
+class ProgressPrinter:
+    """One live line on a terminal; plain lines, on changes only, otherwise."""
+
+    def __init__(self, app_id: str, stream=sys.stderr):
+        self.app_id = app_id
+        self.stream = stream
+        self.live = stream.isatty()
+        self._last = ""
+        self._tracking_shown = False
+
+    def __call__(self, report: ApplicationReport, progress: Progress | None) -> None:
+        if report.tracking_url and not self._tracking_shown:
+            self._tracking_shown = True
+            if self.live and self._last:
+                self.stream.write("\r\033[K")
+                self._last = ""
+            print(f"Tracking URL: {report.tracking_url}", flush=True)
+        text = f"{self.app_id} {report.state}"
+        if report.is_terminal:
+            text += f" {report.final_status}"
+        elif progress is not None and progress.total:
+            phase = ("finished" if progress.finished == progress.total else
+                     "running" if progress.spec_published else
+                     f"registered {progress.registered}/{progress.total}" if progress.allocated == progress.total
+                     else f"allocated {progress.allocated}/{progress.total}")
+            text += f" · attempt {progress.attempt}/{progress.max_attempts} · {phase}"
+        if text == self._last:
+            return
+        self._last = text
+        self._emit(text, final=report.is_terminal)
+
+    def _emit(self, text: str, final: bool) -> None:
+        if self.live:
+            self.stream.write("\r\033[K" + text + ("\n" if final else ""))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def submit_and_wait(args: argparse.Namespace) -> int:
+    job = job_from_args(args)
+    with TonyClient() as client:
+        handle = client.submit(job)
+        print(f"Submitted application {handle.app_id}", flush=True)
+        if args.no_wait:
+            print(f"Tracking URL: {handle.status().tracking_url or '(once the AM starts)'}", flush=True)
+            return 0
+        return finish(handle)
+
+
+def finish(handle: JobHandle) -> int:
+    report = handle.wait(on_change=ProgressPrinter(handle.app_id))
+    if report.final_status == "SUCCEEDED":
+        print(f"{handle.app_id} SUCCEEDED", flush=True)
+        return 0
+    print(f"{handle.app_id} {report.final_status}: {report.diagnostics.strip()}", file=sys.stderr, flush=True)
+    return 1
+
+
+def build_parser(prog: str = "ytf-submit"):
+    from tony_airflow.cli import OneLineParser
+
+    p = OneLineParser(prog=prog, description="Submit a TensorFlow job to Apache Hadoop YARN.")
+    add_job_options(p)
+    p.add_argument("--no-wait", action="store_true", help="return once the application is submitted")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from tony_airflow.cli import run
+
+    def parse_and_submit(a: argparse.Namespace) -> int:
+        return submit_and_wait(a)
+
+    def factory():
+        p = build_parser()
+        p.set_defaults(func=parse_and_submit)
+        return p
+
+    sys.exit(run(argv, parser_factory=factory))
