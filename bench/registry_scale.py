@@ -1,0 +1,107 @@
+"""Benchmark: N simulated executors register with the real AM registry over loopback.
+
+The AM side is the production code (Registry + the aiohttp server with HMAC
+checks) in its own process; the executors are N concurrent asyncio clients
+that sign, register and long-poll for the cluster spec, as real executors do.
+Prints, per N, the time until every executor holds the cluster spec and the
+AM process's resident memory. Aim: 2000 executors in under 3 s.
+
+    .venv/bin/python -m bench.registry_scale [N ...]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import aiohttp
+
+from tony_airflow.core import protocol
+from tony_airflow.yarn.local.processes import rss_kib
+
+DEFAULT_SIZES = (100, 500, 1000, 2000, 5000)
+SECRET = "bench-" + "0" * 58
+
+
+def _raise_fd_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def serve(n: int) -> None:
+    """The AM side: print the port, serve until stdin closes."""
+    from tony_airflow.core.am import server
+    from tony_airflow.core.am.registry import Registry
+    from tony_airflow.core.spec import build_job_spec
+
+    _raise_fd_limit()
+
+    async def main() -> None:
+        job = build_job_spec({"cluster_requirement": f"worker:{n}", "command": "true"})
+        registry = Registry(job, "application_bench_0001")
+        registry.new_attempt(1)
+        runner, port = await server.start(server.build_app(registry, SECRET), host="127.0.0.1")
+        print(port, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        await runner.cleanup()
+
+    asyncio.run(main())
+
+
+async def _executor(session: aiohttp.ClientSession, base: str, index: int) -> None:
+    body = json.dumps({"type": "worker", "index": index, "attempt": 1, "host": "127.0.0.1",
+                       "port": 20000 + index}).encode()
+    headers = {**protocol.sign(SECRET, "POST", protocol.REGISTER, body), "Content-Type": "application/json"}
+    async with session.post(base + protocol.REGISTER, data=body, headers=headers) as resp:
+        assert resp.status == 200, await resp.text()
+    path = f"{protocol.CLUSTER_SPEC}?attempt=1&wait=20"
+    while True:
+        async with session.get(base + path, headers=protocol.sign(SECRET, "GET", path)) as resp:
+            answer = await resp.json()
+        if answer["state"] == "ready":
+            assert len(answer["spec"]["hosts"]["worker"]) > index
+            return
+
+
+async def _run_executors(port: int, n: int) -> float:
+    base = f"http://127.0.0.1:{port}"
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        start = time.perf_counter()
+        await asyncio.gather(*(_executor(session, base, i) for i in range(n)))
+        return time.perf_counter() - start
+
+
+def measure(n: int) -> tuple[float, int]:
+    am = subprocess.Popen([sys.executable, "-m", "bench.registry_scale", "--serve", str(n)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(am.stdout.readline())
+        seconds = asyncio.run(_run_executors(port, n))
+        rss = rss_kib(am.pid)
+    finally:
+        am.stdin.close()
+        am.wait(timeout=30)
+    return seconds, rss
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--serve"]:
+        serve(int(argv[1]))
+        return
+    _raise_fd_limit()
+    sizes = [int(a) for a in argv] or list(DEFAULT_SIZES)
+    print(f"registry_scale on {os.cpu_count()} cores (python {sys.version.split()[0]})")
+    print(f"{'executors':>10} {'all hold spec (s)':>18} {'per 1000 (s)':>13} {'AM RSS (MiB)':>13}")
+    for n in sizes:
+        seconds, rss = measure(n)
+        print(f"{n:>10} {seconds:>18.3f} {seconds / n * 1000:>13.3f} {rss / 1024:>13.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
