@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test
+EXTRAS ?= test,tensorflow
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
 .PHONY: demo test venv cluster-down clean

@@ -1,10 +1,12 @@
 """Reserving a task's port and holding it until the user process has bound it.
 
-The socket is bound with SO_REUSEPORT and never listens, so a TensorFlow (gRPC)
-server that also sets SO_REUSEPORT can bind the same port while the executor
-still holds it: there is no close-then-rebind window for another process to
-take the port. Servers that do not set SO_REUSEPORT (TensorBoard) get the port
-released just before they start.
+The socket is bound with SO_REUSEADDR and SO_REUSEPORT and never listens.
+Linux lets a second socket bind the same address while no socket on it
+listens and both set SO_REUSEADDR (gRPC's servers do, so TensorFlow's does; on
+TF 2.21 SO_REUSEPORT alone was refused with "Could not start gRPC server").
+So the user's server binds while the executor still holds the port: there is
+no close-then-rebind window in which another process could take it. The
+kernel never hands a bound port to a bind(0), so the port stays ours.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ _LISTEN = "0A"
 class PortReservation:
     def __init__(self, host: str = "0.0.0.0"):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         self.sock.bind((host, 0))
         self.port: int = self.sock.getsockname()[1]

@@ -18,6 +18,7 @@ import httpx
 from tony_airflow.core import protocol
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.port import PortReservation
+from tony_airflow.core.executor.staging import Mirror, is_hdfs, stage_input
 from tony_airflow.core.runtimes import TaskIdentity, task_env
 from tony_airflow.core.spec import JobSpec
 
@@ -77,6 +78,7 @@ class Executor:
         env = dict(os.environ)
         env.update(task_env(self.job, spec["hosts"], self.me))
         env.update(self._shipped_files_env())
+        mirror, push = self._stage(env)
         cwd = str(Path("src").absolute()) if self.job.src_dir and Path("src").is_dir() else None
         command = self.job.command_of(self.me.type)
         if self.me.type == "tensorboard":
@@ -88,6 +90,8 @@ class Executor:
         heartbeats.start()
         code = self.child.wait()
         self.child.kill_group()
+        if mirror is not None:
+            mirror.stop(final_push=push)
         if self.stop_requested.is_set():
             log.info("stopped at the AM's request (exit code %d)", code)
         else:
@@ -103,6 +107,23 @@ class Executor:
                 return answer["spec"]
             if answer["state"] == "stop":
                 return None
+
+    def _stage(self, env: dict[str, str]) -> tuple[Mirror | None, bool]:
+        """HDFS input copied in; HDFS output mirrored (pushed by the chief, pulled by readers)."""
+        if self.job.input_path and is_hdfs(self.job.input_path):
+            env["DTF_INPUT_URI"] = self.job.input_path
+            env["DTF_INPUT_PATH"] = stage_input(self.job.input_path, Path("tony-input"))
+        if not (self.job.output_path and is_hdfs(self.job.output_path)):
+            return None, False
+        mirror = Mirror(self.job.output_path, Path("tony-output"))
+        mirror.pull()  # a later attempt resumes from what an earlier one wrote
+        env["DTF_OUTPUT_URI"] = self.job.output_path
+        env["DTF_OUTPUT_PATH"] = str(mirror.local)
+        writer = env.get("IS_CHIEF") == "true"
+        reader = self.me.type in ("tensorboard", "evaluator")
+        if writer or reader:
+            mirror.start("push" if writer else "pull")
+        return mirror, writer
 
     def _shipped_files_env(self) -> dict[str, str]:
         env = {"TONY_PYTHON": self.job.python}

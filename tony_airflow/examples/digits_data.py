@@ -1,0 +1,51 @@
+"""The small real data set the examples train on: scikit-learn's digits (1797 8x8 images).
+
+It ships inside scikit-learn, so nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+
+def load(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """Features in [0, 1] (64 floats) and labels 0..9; a fixed 80/20 split."""
+    input_dir = os.environ.get("DTF_INPUT_PATH", "")
+    staged = os.path.join(input_dir, f"digits_{split}.npz") if input_dir else ""
+    if staged and os.path.exists(staged):  # prepared into HDFS by an upstream step
+        data = np.load(staged)
+        return data["x"], data["y"]
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype("float32")
+    y = y.astype("int64")
+    rng = np.random.default_rng(7)
+    order = rng.permutation(len(x))
+    cut = int(len(x) * 0.8)
+    idx = order[:cut] if split == "train" else order[cut:]
+    return x[idx], y[idx]
+
+
+def write_npz(directory: str) -> list[str]:
+    """Write both splits as .npz files (what a 'prepare data' pipeline step uploads)."""
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for split in ("train", "test"):
+        x, y = load(split)
+        path = os.path.join(directory, f"digits_{split}.npz")
+        np.savez(path, x=x, y=y)
+        paths.append(path)
+    return paths
+
+
+def write_metrics(output_dir: str, name: str, metrics: dict) -> str:
+    path = os.path.join(output_dir, name)
+    os.makedirs(output_dir, exist_ok=True)
+    with open(path + ".tmp", "w") as fh:
+        json.dump(metrics, fh, indent=2)
+    os.replace(path + ".tmp", path)
+    return path

@@ -1,0 +1,110 @@
+"""Keras (tf_keras) training with MultiWorkerMirroredStrategy on the digits data set.
+
+Reads only TF_CONFIG and DTF_OUTPUT_PATH, so the same file runs by hand with a
+hand-written TF_CONFIG. BackupAndRestore makes a later attempt resume from the
+last finished epoch; the chief writes the model, TensorBoard logs and
+metrics.json into the output path.
+
+    python digits_keras.py [--epochs N] [--batch B] [--sleep-per-epoch S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 3's fit fails under MWMS on TF 2.21
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+import tf_keras as keras  # noqa: E402
+
+from tony_airflow.examples.digits_data import load, write_metrics  # noqa: E402
+
+
+def is_chief() -> bool:
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    return task.get("type") in (None, "chief") or (
+        task.get("type") == "worker" and task.get("index") == 0
+        and "chief" not in json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}))
+
+
+class EpochLog(keras.callbacks.Callback):
+    def __init__(self, sleep: float, steps_per_epoch: int):
+        super().__init__()
+        self.steps_per_epoch = steps_per_epoch
+        self.sleep = sleep
+        self.epochs: list[int] = []
+        self.losses: list[float] = []
+        self.steps = 0
+        self.train_seconds = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._t = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.train_seconds += time.perf_counter() - self._t
+        self.steps += self.steps_per_epoch
+        self.epochs.append(epoch)
+        self.losses.append(float(logs["loss"]))
+        print(f"epoch {epoch} loss {logs['loss']:.4f} accuracy {logs.get('accuracy', 0):.4f}", flush=True)
+        time.sleep(self.sleep)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--sleep-per-epoch", type=float, default=0.0)
+    parser.add_argument("--steps-per-epoch", type=int, default=20)
+    args = parser.parse_args()
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    out = os.environ.get("DTF_OUTPUT_PATH") or tempfile.mkdtemp()
+    chief = is_chief()
+    x, y = load("train")
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    data = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2048, seed=1).repeat()
+            .batch(args.batch).with_options(options))
+
+    with strategy.scope():
+        model = keras.Sequential([
+            keras.layers.Input(shape=(64,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10),
+        ])
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"])
+
+    own = out if chief else tempfile.mkdtemp()  # only the chief's copies are kept
+    backup = os.path.join(out, "backup")  # read by every worker when resuming
+    resumed = os.path.isdir(backup) and any(os.scandir(backup))
+    print(f"attempt {os.environ.get('TONY_ATTEMPT', '1')}: {'resuming from ' + backup if resumed else 'starting fresh'}",
+          flush=True)
+    log = EpochLog(args.sleep_per_epoch, args.steps_per_epoch)
+    model.fit(data, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=0, callbacks=[
+        keras.callbacks.BackupAndRestore(backup_dir=backup),
+        keras.callbacks.TensorBoard(log_dir=os.path.join(own, "tensorboard"), update_freq="epoch"),
+        log,
+    ])
+    model.save(os.path.join(own, "model.keras"))
+    if chief:
+        # a plain forward pass: model.evaluate would be a collective op needing every worker
+        tx, ty = load("test")
+        accuracy = float((tf.argmax(model(tx, training=False), axis=1).numpy() == ty).mean())
+        write_metrics(out, "metrics.json", {
+            "attempt": int(os.environ.get("TONY_ATTEMPT", "1")), "resumed": resumed,
+            "epochs_run": log.epochs, "losses": log.losses, "test_accuracy": float(accuracy),
+            "steps": log.steps, "steps_per_second": log.steps / log.train_seconds if log.train_seconds else 0.0,
+            "workers": strategy.num_replicas_in_sync,
+        })
+        print(f"test accuracy {accuracy:.4f}; model written to {out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
