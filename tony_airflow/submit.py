@@ -105,8 +105,9 @@ def job_from_args(args: argparse.Namespace):
 class ProgressPrinter:
     """One live line on a terminal; plain lines, on changes only, otherwise."""
 
-    def __init__(self, app_id: str, stream=sys.stderr):
+    def __init__(self, app_id: str, stream=sys.stderr, tensorboard: bool = False):
         self.app_id = app_id
+        self.tensorboard = tensorboard
         self.stream = stream
         self.live = stream.isatty()
         self._last = ""
@@ -119,6 +120,8 @@ class ProgressPrinter:
                 self.stream.write("\r\033[K")
                 self._last = ""
             print(f"Tracking URL: {report.tracking_url}", flush=True)
+            if self.tensorboard:
+                print(f"TensorBoard: {tensorboard_url(report.tracking_url)}", flush=True)
         text = f"{self.app_id} {report.state}"
         if report.is_terminal:
             text += f" {report.final_status}"
@@ -149,11 +152,16 @@ def submit_and_wait(args: argparse.Namespace) -> int:
         if args.no_wait:
             print(f"Tracking URL: {handle.status().tracking_url or '(once the AM starts)'}", flush=True)
             return 0
-        return finish(handle)
+        return finish(handle, tensorboard=job.tensorboard)
 
 
-def finish(handle: JobHandle) -> int:
-    report = handle.wait(on_change=ProgressPrinter(handle.app_id))
+def tensorboard_url(tracking_url: str) -> str:
+    """TensorBoard is a page of the AM's web UI, behind the ResourceManager's proxy."""
+    return tracking_url.rstrip("/") + "/pages/tensorboard/"
+
+
+def finish(handle: JobHandle, tensorboard: bool = False) -> int:
+    report = handle.wait(on_change=ProgressPrinter(handle.app_id, tensorboard=tensorboard))
     if report.final_status == "SUCCEEDED":
         print(f"{handle.app_id} SUCCEEDED", flush=True)
         return 0

@@ -22,7 +22,7 @@ from typing import Any
 import skein
 
 from tony_airflow.core import protocol
-from tony_airflow.core.am import server
+from tony_airflow.core.am import server, tensorboard_proxy
 from tony_airflow.core.am.registry import Registry, TaskState
 from tony_airflow.core.spec import JobSpec
 
@@ -30,6 +30,7 @@ log = logging.getLogger("tony.am")
 TICK_S = 0.25
 PROGRESS_KEY = "tony.progress"
 STATUS_URL_KEY = "tony.status_url"
+TENSORBOARD_URL_KEY = "tony.tensorboard_url"
 
 
 def service_name(type_: str, index: int, job: JobSpec) -> str:
@@ -66,6 +67,7 @@ class ApplicationMaster:
         self.address = f"{self.host}:{port}"
         log.info("registry listening on %s", self.address)
         self._publish_ui()
+        self._publish_tensorboard()
         failures: list[str] = []
         try:
             for attempt in range(1, self.job.max_attempts + 1):
@@ -98,6 +100,20 @@ class ApplicationMaster:
             self.app.kv[STATUS_URL_KEY] = url.encode()
         except Exception as exc:
             log.warning("could not publish the status URL: %s", exc)
+
+    def _publish_tensorboard(self) -> bool:
+        """Make TensorBoard one click from the tracking URL: a page of skein's web UI
+        pointing at the AM's TensorBoard pass-through (see am/tensorboard_proxy.py)."""
+        if "tensorboard" not in self.job.tasks:
+            return True
+        url = f"http://{self.address}{tensorboard_proxy.PREFIX}"
+        try:
+            self.app.ui.add_page("tensorboard", url, link_name="TensorBoard")
+            self.app.kv[TENSORBOARD_URL_KEY] = url.encode()
+        except Exception as exc:
+            log.warning("could not add TensorBoard to the web UI: %s", exc)
+        log.info("TensorBoard served at %s, linked as pages/tensorboard/ of the tracking URL", url)
+        return True
 
     # --------------------------------------------------------------- attempts
     async def run_attempt(self, attempt: int) -> Outcome:

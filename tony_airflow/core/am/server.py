@@ -7,7 +7,6 @@ read-only dashboard reached through the YARN tracking URL.
 from __future__ import annotations
 
 import html
-import json
 import logging
 import time
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from tony_airflow.core import protocol
+from tony_airflow.core.am import tensorboard_proxy
 from tony_airflow.core.am.registry import Registry
 
 log = logging.getLogger("tony.am.server")
@@ -69,7 +69,12 @@ def build_app(registry: Registry, secret: str) -> web.Application:
     async def status_page(request: web.Request) -> web.Response:
         return web.Response(text=render_status(registry.status()), content_type="text/html")
 
-    app = web.Application(middlewares=[authenticate])
+    def tensorboard_address() -> str | None:
+        task = registry.tasks.get(("tensorboard", 0))
+        return f"{task.host}:{task.port}" if task is not None and task.registered_at else None
+
+    app = web.Application(middlewares=[authenticate], client_max_size=16 * 2**20)
+    tensorboard_proxy.add_routes(app, tensorboard_address)
     app.router.add_post(protocol.REGISTER, register)
     app.router.add_get(protocol.CLUSTER_SPEC, cluster_spec)
     app.router.add_post(protocol.HEARTBEAT, heartbeat)
@@ -106,6 +111,3 @@ async def start(app: web.Application, host: str = "0.0.0.0", port: int = 0) -> t
     bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     return runner, bound
 
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True)

@@ -53,9 +53,16 @@ class Mirror:
             if target.exists() and target.stat().st_size == info.get("size"):
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".tony-part")
-            self.fs.get_file(remote_file, str(tmp))
-            os.replace(tmp, target)
+            local_size = target.stat().st_size if target.exists() else 0
+            if ".tfevents." in target.name and 0 < local_size < info.get("size", 0):
+                # Event files only grow, and TensorBoard keeps reading the file it
+                # opened: append the new tail in place instead of replacing the file.
+                with target.open("ab") as fh:
+                    fh.write(self.fs.cat_file(remote_file, start=local_size))
+            else:
+                tmp = target.with_name(target.name + ".tony-part")
+                self.fs.get_file(remote_file, str(tmp))
+                os.replace(tmp, target)
             self._pushed[rel] = (target.stat().st_size, int(target.stat().st_mtime_ns))
             count += 1
         return count

@@ -1,0 +1,42 @@
+"""A real headless browser (Debian's chromium, driven by selenium through chromedriver)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+
+
+def chromium():
+    """A headless Chromium session; the test is skipped where chromium is not installed."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (binary and driver):
+        pytest.skip("chromium and chromedriver are not installed (make test installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1400,1000", f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(driver), options=options)
+
+
+DEEP_TEXT = """
+const seen = [];
+function walk(node) {
+  if (node.shadowRoot) walk(node.shadowRoot);
+  for (const child of node.childNodes) {
+    if (child.nodeType === 3) seen.push(child.textContent);
+    else walk(child);
+  }
+}
+walk(document);
+return seen.join(' ');
+"""

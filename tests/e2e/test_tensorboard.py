@@ -1,0 +1,89 @@
+"""TensorBoard, reached from the application's YARN tracking URL in a real headless browser."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tony_airflow.yarn.hdfs import webhdfs
+from tests.e2e.browser import ARTIFACTS, DEEP_TEXT, chromium
+
+pytest.importorskip("tensorflow")
+
+
+def test_tensorboard_from_the_tracking_url(local_cluster, rm):
+    out = "/tmp/e2e/tensorboard"
+    cmd = [str(Path(sys.executable).parent / "ytf-submit"), "-r", "worker:1", "-t", "-o", f"hdfs://{out}",
+           "-n", "tensorboard-e2e", "python3 -m tony_airflow.examples.digits_keras --epochs 30 --sleep-per-epoch 1"]
+    submit = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    browser = None
+    try:
+        first = submit.stdout.readline()
+        app_id = first.split()[-1]
+        assert app_id.startswith("application_"), first
+        printed = [submit.stdout.readline(), submit.stdout.readline()]
+        assert printed[1].startswith("TensorBoard: http") and "/pages/tensorboard/" in printed[1], printed
+        fs = webhdfs()
+        deadline = time.monotonic() + 240
+        while not any("tfevents" in f for f in (fs.find(out) if fs.exists(out) else [])):
+            assert time.monotonic() < deadline, "no TensorBoard events reached HDFS"
+            time.sleep(1)
+        tracking = rm.application(app_id).tracking_url  # as the ResourceManager reports it
+        assert "/proxy/" + app_id in tracking
+        tags_url = tracking.rstrip("/") + "/pages/tensorboard/data/plugin/scalars/tags"
+        while "epoch_loss" not in httpx.get(tags_url, timeout=30).text:  # TensorBoard has read a loss
+            assert time.monotonic() < deadline, "TensorBoard never reported the loss tag"
+            time.sleep(2)
+
+        browser = chromium()
+        browser.get(tracking)
+        browser.find_element("partial link text", "Service Pages").click()  # skein's dropdown
+        time.sleep(0.5)
+        browser.find_element("link text", "TensorBoard").click()
+        browser.switch_to.window(browser.window_handles[-1])
+        deadline = time.monotonic() + 60
+        while "/pages/tensorboard/" not in browser.current_url:
+            assert time.monotonic() < deadline, browser.current_url
+            time.sleep(0.5)
+        # The Scalars dashboard reads with GET; the RM proxy refuses the POSTs of Time Series.
+        browser.get(browser.current_url.split("#")[0] + "#scalars")
+        deadline = time.monotonic() + 120
+        reload_at = time.monotonic() + 15
+        text = ""
+        while "epoch_loss" not in text:
+            if time.monotonic() > deadline:
+                ARTIFACTS.mkdir(exist_ok=True)
+                browser.save_screenshot(str(ARTIFACTS / "tensorboard-failed.png"))
+                raise AssertionError(f"no loss scalar in TensorBoard; saw: {text[-300:]}")
+            time.sleep(2)
+            text = browser.execute_script(DEEP_TEXT)
+            if "epoch_loss" not in text and time.monotonic() > reload_at:
+                browser.refresh()
+                reload_at = time.monotonic() + 15
+        assert "/pages/tensorboard/" in browser.current_url
+        # the loss curve's data came through the tracking URL (not a spinner)
+        deadline = time.monotonic() + 60
+        statuses: list = []
+        while not statuses or 200 not in statuses:
+            assert time.monotonic() < deadline, f"scalar data requests failed: {statuses}"
+            time.sleep(1)
+            statuses = browser.execute_script(
+                "return performance.getEntriesByType('resource')"
+                ".filter(e => e.name.includes('/data/plugin/scalars/scalars')).map(e => e.responseStatus)")
+        assert set(statuses) == {200}, statuses
+        ARTIFACTS.mkdir(exist_ok=True)
+        time.sleep(3)
+        browser.save_screenshot(str(ARTIFACTS / "tensorboard.png"))
+    finally:
+        if browser is not None:
+            browser.quit()
+        # stop the job: TensorBoard must go with it
+        if submit.poll() is None:
+            subprocess.run([str(Path(sys.executable).parent / "tony"), "kill", app_id], timeout=60)
+            submit.wait(timeout=120)
+    assert rm.application(app_id).state in ("KILLED", "FINISHED")

@@ -1,0 +1,107 @@
+"""TensorBoard behind the ResourceManager's web proxy.
+
+Hadoop 3.4's WebAppProxyServlet forwards GET (query strings intact), drops the
+body of a PUT and answers POST with 405, while TensorBoard's dashboards fetch
+their data with POST. The AM therefore serves TensorBoard itself under
+`/tensorboard/`: the HTML gets a small same-origin script (TensorBoard's CSP
+forbids inline ones) that sends each POST as a GET carrying the form body in
+one query parameter, and this pass-through turns it back into the POST.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import aiohttp
+from aiohttp import web
+
+PREFIX = "/tensorboard/"
+SHIM = "__tony_post_as_get.js"
+BODY_PARAM = "__tony_post"
+_POST_AS_GET = """(function () {
+  function encode(body) {
+    if (body == null) return "";
+    if (typeof body === "string") return body;
+    if (body instanceof URLSearchParams) return body.toString();
+    if (body instanceof FormData) {
+      var p = new URLSearchParams();
+      body.forEach(function (v, k) { p.append(k, typeof v === "string" ? v : ""); });
+      return p.toString();
+    }
+    return String(body);
+  }
+  function asGet(url, body) {
+    return url + (url.indexOf("?") < 0 ? "?" : "&") + "%(param)s=" + encodeURIComponent(encode(body));
+  }
+  var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send,
+      setHeader = XMLHttpRequest.prototype.setRequestHeader;
+  XMLHttpRequest.prototype.open = function (method, url) {
+    this.__tony = {method: String(method).toUpperCase(), url: url, rest: [].slice.call(arguments, 2), headers: []};
+    return open.apply(this, arguments);
+  };
+  XMLHttpRequest.prototype.setRequestHeader = function (k, v) {
+    if (this.__tony) this.__tony.headers.push([k, v]);
+    return setHeader.apply(this, arguments);
+  };
+  XMLHttpRequest.prototype.send = function (body) {
+    var t = this.__tony;
+    if (!t || t.method !== "POST") return send.apply(this, arguments);
+    open.apply(this, ["GET", asGet(t.url, body)].concat(t.rest));
+    for (var i = 0; i < t.headers.length; i++)
+      if (t.headers[i][0].toLowerCase() !== "content-type") setHeader.apply(this, t.headers[i]);
+    return send.call(this, null);
+  };
+  var fetch0 = window.fetch;
+  window.fetch = function (input, init) {
+    if (!init || String(init.method || "").toUpperCase() !== "POST") return fetch0.apply(this, arguments);
+    var url = typeof input === "string" ? input : input.url;
+    var rest = Object.assign({}, init, {method: "GET"});
+    delete rest.body;
+    return fetch0.call(this, asGet(url, init.body), rest);
+  };
+})();
+""" % {"param": BODY_PARAM}
+_SCRIPT_TAG = f'<script src="{SHIM}"></script>'.encode()
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-encoding", "content-length",
+               "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailers"}
+
+
+def add_routes(app: web.Application, target: Callable[[], str | None]) -> None:
+    """`target()` is TensorBoard's `host:port`, or None while it has not registered."""
+
+    async def shim(request: web.Request) -> web.Response:
+        return web.Response(text=_POST_AS_GET, content_type="application/javascript")
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        address = target()
+        if address is None:
+            return web.Response(status=503, text="TensorBoard has not started yet; reload in a few seconds")
+        url = f"http://{address}/{request.match_info['tail']}"
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP | {"host"}}
+        params = dict(request.query)
+        method, body = request.method, await request.read()
+        if BODY_PARAM in params:  # a POST the page sent as a GET
+            method, body = "POST", params.pop(BODY_PARAM).encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        async with aiohttp.ClientSession(auto_decompress=True) as session:
+            async with session.request(method, url, params=params, data=body,
+                                       headers=headers, allow_redirects=False) as upstream:
+                body = await upstream.read()
+                out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
+                if upstream.content_type == "text/html":
+                    body = _inject(body)
+                return web.Response(status=upstream.status, body=body, headers=out_headers)
+
+    async def redirect(request: web.Request) -> web.Response:
+        raise web.HTTPFound("tensorboard/")
+
+    app.router.add_get(PREFIX + SHIM, shim)
+    app.router.add_route("*", PREFIX + "{tail:.*}", forward)
+    app.router.add_get(PREFIX.rstrip("/"), redirect)
+
+
+def _inject(html: bytes) -> bytes:
+    marker = b"<!doctype html>"
+    if html[: len(marker)].lower() == marker:
+        return html[: len(marker)] + _SCRIPT_TAG + html[len(marker):]
+    return _SCRIPT_TAG + html
