@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 EXTRAS ?= test,tensorflow
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: demo test venv cluster-down clean
+.PHONY: demo test venv browser cluster-down clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,13 @@ demo: $(STAMP)
 	$(BIN)/python -m tony_airflow.demo
 
 ## make test: the whole test suite; end-to-end tests start their own local cluster.
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
+
+## Debian's chromium + chromedriver, for the real-browser checks (TensorBoard).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 cluster-down: $(STAMP)
 	$(BIN)/tony cluster down

@@ -33,6 +33,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--src_dir", help="a local directory shipped to every task; the command runs inside it")
     p.add_argument("-t", "--tensorboard", action="store_true", default=None, help="start a TensorBoard task")
     p.add_argument("--docker_image", help="run the tasks in this Docker image (YARN's Docker runtime)")
+    p.add_argument("--python_venv", help="a packed Python environment (venv-pack .tar.gz, local or hdfs://) "
+                                         "whose Python runs the task command")
     p.add_argument("-q", "--queue", help="YARN queue (default: default)")
     p.add_argument("-n", "--name", help="YARN application name (default: TensorFlow)")
     p.add_argument("--conf", help="a YAML or JSON job file with the same fields; options override it")
@@ -60,6 +62,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "task_vcores": args.task_vcores, "task_memory": args.task_memory, "task_gpus": args.task_gpus,
         "node_label": args.node_label, "input": args.input, "output": args.output, "script": args.script,
         "src_dir": args.src_dir, "tensorboard": args.tensorboard, "docker_image": args.docker_image,
+        "python_venv": args.python_venv,
         "queue": args.queue, "name": args.name, "max_attempts": args.max_attempts,
         "tracked": args.tracked, "untracked": args.untracked, "sidecar": args.sidecar, "tags": args.tags,
         "python": args.python, "framework": args.framework,

@@ -28,6 +28,7 @@ from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 APP_TAG = "tony-airflow"
+VENV_DIR = "venv"  # where a packed Python environment is unpacked in each task container
 
 
 def hadoop_environment() -> dict[str, str]:
@@ -85,6 +86,10 @@ def build_application(job: JobSpec, staging: Path, secret: str) -> skein.Applica
         archive = shutil.make_archive(str(staging / "src"), "zip", root_dir=job.src_dir)
         files["src"] = skein.File(archive, type="archive")
     env = {"PYTHONUNBUFFERED": "1", "TONY_PYTHON": job.python, **job.env}
+    task_files = dict(files)
+    if job.python_venv:
+        task_files[VENV_DIR] = skein.File(_source(job.python_venv), type="archive")
+    task_env = {**env, **docker_env(job)}
     master = skein.Master(
         resources=skein.Resources(memory=job.am_memory_mb, vcores=job.am_vcores),
         files=files, env=env, script=f"exec {job.python} -m tony_airflow.core.am",
@@ -94,13 +99,41 @@ def build_application(job: JobSpec, staging: Path, secret: str) -> skein.Applica
         services[name] = skein.Service(
             resources=skein.Resources(memory=memory, vcores=vcores, gpus=gpus),
             script=f"exec {job.python} -m tony_airflow.core.executor",
-            files=files, env=env, instances=0, max_restarts=0, allow_failures=True,
+            files=task_files, env=task_env, instances=0, max_restarts=0, allow_failures=True,
             node_label=job.tasks[type_].node_label,
         )
     return skein.ApplicationSpec(
         name=job.name, queue=job.queue, tags=set(job.tags) | {APP_TAG},
         services=services, master=master, max_attempts=1,
     )
+
+
+def _source(path: str) -> str:
+    return path if "://" in path else str(Path(path).absolute())
+
+
+def docker_env(job: JobSpec) -> dict[str, str]:
+    """The launch context that makes a NodeManager run a task in Docker (YARN's Docker runtime).
+
+    Only the task containers run in the image; the AM runs natively. Mounted
+    read-only: HADOOP_CONF_DIR and JAVA_HOME; read-write: local (non-HDFS)
+    input and output paths, so seed 001's contract holds inside the container.
+    """
+    if not job.docker_image:
+        return {}
+    mounts = []
+    for path, mode in ((os.environ.get("HADOOP_CONF_DIR", ""), "ro"), (os.environ.get("JAVA_HOME", ""), "ro"),
+                       (job.input_path, "ro"), (job.output_path, "rw")):
+        if path and "://" not in path and path.startswith("/"):
+            mounts.append(f"{path}:{path}:{mode}")
+    env = {
+        "YARN_CONTAINER_RUNTIME_TYPE": "docker",
+        "YARN_CONTAINER_RUNTIME_DOCKER_IMAGE": job.docker_image,
+        "YARN_CONTAINER_RUNTIME_DOCKER_RUN_OVERRIDE_DISABLE": "false",
+    }
+    if mounts:
+        env["YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS"] = ",".join(mounts)
+    return env
 
 
 @dataclass

@@ -187,6 +187,8 @@ class JobSpec:
     src_dir: str = ""
     tensorboard: bool = False
     docker_image: str = ""
+    python_venv: str = ""  # a packed environment (venv-pack .tar.gz) used as the tasks' Python
+    client_mode: bool = False
     max_attempts: int = 1
     timeouts: Timeouts = field(default_factory=Timeouts)
     framework: str = "tensorflow"
@@ -263,6 +265,11 @@ class JobSpec:
                 raise UsageError(f"script: {self.script} does not exist or is not a file")
             if self.src_dir and not Path(self.src_dir).is_dir():
                 raise UsageError(f"src_dir: {self.src_dir} does not exist or is not a directory")
+            if self.python_venv and not self.python_venv.startswith("hdfs:") and not Path(self.python_venv).is_file():
+                raise UsageError(f"python_venv: {self.python_venv} does not exist or is not a file")
+        if self.python_venv and not self.python_venv.endswith((".tar.gz", ".tgz", ".zip")):
+            raise UsageError(f"python_venv: {self.python_venv} is not an archive; allowed: a .tar.gz, .tgz "
+                             "or .zip made by venv-pack")
         if max_allocation is not None:
             self.check_fits(*max_allocation)
         return self
@@ -292,7 +299,7 @@ def default_role(type_name: str) -> str:
 _JOB_FILE_KEYS = {
     "cluster_requirement", "tasks", "command", "task_memory", "task_vcores", "task_gpus", "node_label",
     "name", "queue", "tags", "env", "input", "output", "script", "src_dir", "tensorboard",
-    "docker_image", "max_attempts", "timeouts", "tracked", "untracked", "sidecar", "framework",
+    "docker_image", "python_venv", "client", "max_attempts", "timeouts", "tracked", "untracked", "sidecar", "framework",
     "python", "am_memory", "am_vcores", "heartbeat_interval", "stop_grace",
 }
 _TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role"}
@@ -433,6 +440,8 @@ def build_job_spec(options: Mapping[str, Any]) -> JobSpec:
         src_dir=str(opts.get("src_dir") or ""),
         tensorboard=bool(opts.get("tensorboard", False)),
         docker_image=str(opts.get("docker_image") or ""),
+        python_venv=str(opts.get("python_venv") or ""),
+        client_mode=bool(opts.get("client", False)),
         max_attempts=parse_count(opts.get("max_attempts", 1), "max_attempts"),
         timeouts=timeouts,
         framework=str(opts.get("framework", "tensorflow")),

@@ -127,6 +127,11 @@ class Executor:
 
     def _shipped_files_env(self) -> dict[str, str]:
         env = {"TONY_PYTHON": self.job.python}
+        if self.job.python_venv:  # the packed environment's Python comes first for the user command
+            venv = Path("venv").absolute()
+            env.update(VIRTUAL_ENV=str(venv), TONY_PYTHON=str(venv / "bin" / "python"),
+                       PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+            env.pop("PYTHONHOME", None)
         if self.job.script:
             env["DTF_TASK_SCRIPT"] = str(Path(Path(self.job.script).name).absolute())
         return env
