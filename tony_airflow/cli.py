@@ -30,7 +30,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
     cluster = LocalCluster(args.state_dir) if args.state_dir else LocalCluster.default()
     if args.action == "up":
-        cluster.up(port_base=args.port_base, timeout=args.timeout, log=_err)
+        cluster.up(port_base=args.port_base, timeout=args.timeout, log=_err, gpus=args.gpus)
         print(f"Local YARN + HDFS is up ({cluster.state_dir}).")
         print(f"  ResourceManager  {cluster.rm_url}")
         print(f"  NameNode         {cluster.nn_url}")
@@ -113,8 +113,11 @@ def build_parser() -> OneLineParser:
     cluster.add_argument("--state-dir", help="where the cluster lives (default: $TONY_CLUSTER_HOME "
                                              "or ~/.local/state/tony-airflow/cluster)")
     cluster.add_argument("--port-base", type=int, default=None,
-                         help="use ports BASE..BASE+12 instead of free ones chosen at first start")
+                         help="use ports BASE..BASE+15 instead of free ones chosen at first start")
     cluster.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster")
+    cluster.add_argument("--gpus", type=int, default=None, choices=range(0, 9), metavar="N",
+                         help="add a second NodeManager labelled 'gpu' that advertises N GPUs (YARN's GPU "
+                              "plugin with a discovery executable; there are no real GPUs)")
     cluster.set_defaults(func=_cluster)
 
     from tony_airflow.submit import add_job_options

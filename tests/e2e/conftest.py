@@ -23,7 +23,7 @@ LEFTOVER_GRACE_S = 30.0
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory):
     state_dir = tmp_path_factory.mktemp("local-cluster")
-    assert cli.run(["cluster", "up", "--state-dir", str(state_dir)]) == 0
+    assert cli.run(["cluster", "up", "--state-dir", str(state_dir), "--gpus", "2"]) == 0
     cluster = LocalCluster(state_dir)
     saved = dict(os.environ)
     os.environ.update(cluster.env())

@@ -15,10 +15,10 @@ from tony_airflow.yarn.rest import ResourceManagerClient
 
 
 def test_four_daemons_are_separate_java_processes(local_cluster: LocalCluster):
-    pids = local_cluster.running()
-    assert set(pids) == {d.name for d in DAEMONS}
-    assert all(pids.values()) and len(set(pids.values())) == 4
-    for daemon in DAEMONS:
+    pids = local_cluster.running()  # the session cluster also has the GPU NodeManager
+    assert set(pids) == {d.name for d in DAEMONS} | {"nodemanager-gpu"}
+    assert all(pids.values()) and len(set(pids.values())) == 5
+    for daemon in local_cluster.daemons:
         cmdline = open(f"/proc/{pids[daemon.name]}/cmdline", "rb").read().split(b"\0")
         assert cmdline[0].endswith(b"/java") and daemon.main_class.encode() in cmdline
     assert local_cluster.is_ready()

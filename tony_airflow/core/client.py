@@ -259,7 +259,32 @@ class TonyClient:
         return int(alloc["memory"]), int(alloc["vCores"])
 
     def validate(self, job: JobSpec) -> JobSpec:
-        return job.validate(max_allocation=self.max_allocation(job.queue))
+        job.validate(max_allocation=self.max_allocation(job.queue))
+        self._check_gpus_and_labels(job)
+        return job
+
+    def _check_gpus_and_labels(self, job: JobSpec) -> None:
+        """GPUs no node has, and labels the cluster does not know, can never be scheduled."""
+        wanted = {t.name: t.gpus for t in job.tasks.values() if t.gpus}
+        labels = {t.name: t.node_label for t in job.tasks.values() if t.node_label}
+        if not (wanted or labels):
+            return
+        nodes = (self.rm.get("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
+        if wanted:
+            most = max((_gpus_of(n) for n in nodes), default=0)
+            type_, n = max(wanted.items(), key=lambda kv: kv[1])
+            if most == 0:
+                raise UsageError(f"task_gpus: {type_} asks {n} GPU(s); no node of this cluster offers yarn.io/gpu")
+            if n > most:
+                raise UsageError(f"task_gpus: {type_} asks {n} GPU(s) per task; the largest node has {most}")
+        if labels:
+            infos = self.rm.get("/ws/v1/cluster/get-node-labels").get("nodeLabelInfo") or []
+            infos = [infos] if isinstance(infos, dict) else infos  # Jersey writes one item as an object
+            known = {info.get("name") for info in infos}
+            for type_, label in labels.items():
+                if label not in known:
+                    raise UsageError(f"node_label: {type_} asks label {label!r}; allowed: "
+                                     f"{', '.join(sorted(known)) or '(this cluster has no node labels)'}")
 
     # ---------------------------------------------------------------- submit
     def submit(self, job: JobSpec) -> JobHandle:
@@ -271,6 +296,11 @@ class TonyClient:
 
     def handle(self, app_id: str) -> JobHandle:
         return JobHandle(app_id, self.rm, self._skein)
+
+
+def _gpus_of(node: dict[str, Any]) -> int:
+    infos = ((node.get("totalResource") or {}).get("resourceInformations") or {}).get("resourceInformation") or []
+    return sum(int(i.get("value", 0)) for i in infos if i.get("name") == "yarn.io/gpu")
 
 
 def _find_queue(node: dict[str, Any], name: str) -> dict[str, Any] | None:

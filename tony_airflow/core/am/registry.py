@@ -39,6 +39,7 @@ class TaskState:
     finished_at: float | None = None
     last_heartbeat: float | None = None
     stop_requested: bool = False
+    gpu_indices: list[int] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -62,6 +63,7 @@ class Registry:
         self._spec_ready = asyncio.Event()
         self._attempt_over = asyncio.Event()
         self.changed = asyncio.Event()
+        self._gpus_in_use: dict[str, set[int]] = {}
 
     # ------------------------------------------------------------- attempts
     def new_attempt(self, attempt: int) -> None:
@@ -74,6 +76,7 @@ class Registry:
         self._spec = None
         self._spec_ready = asyncio.Event()
         self._attempt_over = asyncio.Event()
+        self._gpus_in_use = {}
         self._notify()
 
     def end_attempt(self) -> None:
@@ -106,6 +109,12 @@ class Registry:
         if task.registered_at is not None and (task.host, task.port) != (host, port):
             return f"{task.id} is already registered at {task.host}:{task.port}"
         task.host, task.port = host, int(port)
+        wanted = self.job.tasks[type_].gpus
+        if wanted and not task.gpu_indices:
+            # YARN counts GPUs per node but does not say which: hand out distinct indices per host.
+            used = self._gpus_in_use.setdefault(host, set())
+            task.gpu_indices = [i for i in range(len(used) + wanted) if i not in used][:wanted]
+            used.update(task.gpu_indices)
         if container_id:
             task.container_id = task.container_id or container_id
         now = time.time()
@@ -154,12 +163,20 @@ class Registry:
         task.last_heartbeat = time.time()
         return "stop" if task.stop_requested else "run"
 
+    def _release_gpus(self, task: TaskState) -> None:
+        self._gpus_in_use.get(task.host, set()).difference_update(task.gpu_indices)
+
+    def gpus_of(self, type_: str, index: int) -> list[int]:
+        task = self.tasks.get((type_, index))
+        return list(task.gpu_indices) if task else []
+
     def finished(self, type_: str, index: int, attempt: int, exit_code: int, stderr_tail: str = "") -> None:
         task = self._task(type_, index, attempt)
         if isinstance(task, str) or task.done:
             return
         task.exit_code = int(exit_code)
         task.stderr_tail = stderr_tail[-4000:]
+        self._release_gpus(task)
         task.finished_at = time.time()
         if task.stop_requested:
             task.status = STOPPED
@@ -184,6 +201,7 @@ class Registry:
             return
         task.exit_code = _exit_code_of(message)
         task.stderr_tail = task.stderr_tail or message
+        self._release_gpus(task)
         task.finished_at = time.time()
         task.status = STOPPED if task.stop_requested else FAILED
         self._notify()

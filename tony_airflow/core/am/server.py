@@ -42,7 +42,7 @@ def build_app(registry: Registry, secret: str) -> web.Application:
                                    int(msg["port"]), msg.get("container_id", ""))
         if reason is not None:
             return web.json_response({"error": reason}, status=409)
-        return web.json_response({"ok": True})
+        return web.json_response({"ok": True, "gpus": registry.gpus_of(msg["type"], int(msg["index"]))})
 
     async def cluster_spec(request: web.Request) -> web.Response:
         attempt = int(request.query.get("attempt", "0"))

@@ -66,10 +66,11 @@ class Executor:
         reservation = PortReservation()
         log.info("%s:%d (attempt %d) reserved port %d", self.me.type, self.me.index, self.me.attempt,
                  reservation.port)
-        self.registry.call("POST", protocol.REGISTER, {
+        answer = self.registry.call("POST", protocol.REGISTER, {
             **self.ident, "host": self.host, "port": reservation.port,
             "container_id": os.environ.get("CONTAINER_ID", ""),
         })
+        gpus = answer.get("gpus") or []
         spec = self._wait_for_spec()
         if spec is None:
             log.info("the AM ended this attempt before the cluster spec was complete")
@@ -79,6 +80,9 @@ class Executor:
         env.update(task_env(self.job, spec["hosts"], self.me))
         env.update(self._shipped_files_env())
         mirror, push = self._stage(env)
+        if any(t.gpus for t in self.job.tasks.values()):
+            # YARN does not tell a container which GPUs it got; the AM assigned these.
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
         cwd = str(Path("src").absolute()) if self.job.src_dir and Path("src").is_dir() else None
         command = self.job.command_of(self.me.type)
         if self.me.type == "tensorboard":

@@ -22,7 +22,7 @@ import httpx
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn.local import jars
 from tony_airflow.yarn.local.config import (
-    DAEMON_PORTS, HOST, PORT_KEYS, ClusterSettings, port_is_free, write_conf,
+    DAEMON_PORTS, GPU_LABEL, HOST, PORT_KEYS, ClusterSettings, port_is_free, write_conf,
 )
 from tony_airflow.yarn.local.java import ADD_OPENS, check_java, find_java_home
 from tony_airflow.yarn.local.launchers import write_launchers
@@ -36,6 +36,7 @@ class Daemon:
     name: str
     main_class: str
     heap_mb: int
+    conf: str = "conf"
 
 
 DAEMONS = (
@@ -44,6 +45,8 @@ DAEMONS = (
     Daemon("resourcemanager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 512),
     Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384),
 )
+GPU_NODEMANAGER = Daemon("nodemanager-gpu", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384,
+                         conf="conf-gpu")
 
 
 def default_state_dir() -> Path:
@@ -64,6 +67,7 @@ class LocalCluster:
         self.log_dir = self.state_dir / "logs"
         self.run_dir = self.state_dir / "run"
         self.nm_local_dir = self.state_dir / "nm-local"
+        self.nm_local_dirs = (self.nm_local_dir, self.state_dir / "nm-gpu-local")
         self.settings_file = self.state_dir / "cluster.json"
 
     @classmethod
@@ -103,6 +107,11 @@ class LocalCluster:
             "SKEIN_DRIVER_JAVA_OPTIONS": " ".join(self.java_opts()),
         }
 
+    @property
+    def daemons(self) -> tuple[Daemon, ...]:
+        gpus = self.settings.gpus if self.settings_file.exists() else 0
+        return DAEMONS + ((GPU_NODEMANAGER,) if gpus else ())
+
     # --------------------------------------------------------------------- pids
     def _pid_file(self, daemon: Daemon) -> Path:
         return self.run_dir / f"{daemon.name}.pid"
@@ -121,10 +130,10 @@ class LocalCluster:
         return None
 
     def running(self) -> dict[str, int | None]:
-        return {d.name: self.pid(d) for d in DAEMONS}
+        return {d.name: self.pid(d) for d in self.daemons}
 
     # ----------------------------------------------------------------------- up
-    def up(self, port_base: int | None = None, timeout: float = 180.0, log=print) -> None:
+    def up(self, port_base: int | None = None, timeout: float = 180.0, log=print, gpus: int | None = None) -> None:
         """Start whatever is not running and wait until YARN and HDFS serve."""
         java_home = find_java_home()
         check_java(java_home)
@@ -134,7 +143,14 @@ class LocalCluster:
 
         running = self.running()
         settings = self._decide_settings(port_base, any(running.values()))
-        for daemon in DAEMONS:
+        if gpus is not None and gpus != settings.gpus:
+            if any(running.values()):
+                raise UsageError(f"--gpus: the cluster at {self.state_dir} is running with {settings.gpus} GPU(s); "
+                                 "run `tony cluster down` first")
+            settings.gpus = gpus
+        daemons = DAEMONS + ((GPU_NODEMANAGER,) if settings.gpus else ())
+        running = {d.name: running.get(d.name) for d in daemons}
+        for daemon in daemons:
             if running[daemon.name] is None:
                 for key in DAEMON_PORTS[daemon.name]:
                     port = settings.ports[key]
@@ -143,7 +159,8 @@ class LocalCluster:
                             f"port {port} ({key}) is already in use; "
                             "choose another --port-base, or omit it to pick free ports")
 
-        for sub in ("data", "logs", "run", "nm-local", "nm-logs", "tmp", "node-labels"):
+        for sub in ("data", "logs", "run", "nm-local", "nm-logs", "nm-gpu-local", "nm-gpu-logs", "tmp",
+                    "node-labels"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         settings.save(self.settings_file)
         write_conf(self.conf_dir, self.state_dir, jar_dir, settings, container_path=self.env()["PATH"])
@@ -151,10 +168,25 @@ class LocalCluster:
 
         if not (self.state_dir / "data" / "namenode" / "current" / "VERSION").exists():
             self._format_namenode(java_home, jar_dir)
-        for daemon in DAEMONS:
+        for daemon in daemons:
             if running[daemon.name] is None:
                 self._start(daemon, java_home, jar_dir)
         self.wait_ready(timeout)
+        if settings.gpus:
+            self._label_gpu_node()
+
+    def _label_gpu_node(self) -> None:
+        """Label the GPU NodeManager `gpu` (exclusive) through the ResourceManager's REST API."""
+        user = {"user.name": os.environ.get("USER", "root")}
+        httpx.post(f"{self.rm_url}/ws/v1/cluster/add-node-labels", params=user, timeout=30,
+                   json={"nodeLabelInfo": [{"name": GPU_LABEL, "exclusivity": True}]})
+        port = self.settings.ports["gpu:yarn.nodemanager.address"]
+        for node in httpx.get(f"{self.rm_url}/ws/v1/cluster/nodes", timeout=30).json()["nodes"]["node"]:
+            if node["id"].endswith(f":{port}") and GPU_LABEL not in (node.get("nodeLabels") or []):
+                resp = httpx.post(f"{self.rm_url}/ws/v1/cluster/nodes/{node['id']}/replace-labels",
+                                  params={**user, "labels": GPU_LABEL}, timeout=30)
+                if resp.status_code >= 400:
+                    raise ClusterError(f"could not label {node['id']} '{GPU_LABEL}': {resp.text[:200]}")
 
     def _decide_settings(self, port_base: int | None, some_running: bool) -> ClusterSettings:
         if self.settings_file.exists():
@@ -178,7 +210,7 @@ class LocalCluster:
             f"-Dproc_{daemon.name}", f"-Dhadoop.log.dir={self.log_dir}",
             f"-Dyarn.log.dir={self.log_dir}", f"-Dhadoop.log.file={daemon.name}.log",
             f"-Dhadoop.home.dir={self.state_dir}", "-Dhadoop.root.logger=INFO,RFA",
-            "-cp", f"{self.conf_dir}:{jar_dir}/*", daemon.main_class, *args,
+            "-cp", f"{self.state_dir / daemon.conf}:{jar_dir}/*", daemon.main_class, *args,
         ]
 
     def _daemon_env(self, java_home: Path) -> dict[str, str]:
@@ -216,7 +248,7 @@ class LocalCluster:
     def health(self) -> dict[str, str]:
         """One word per daemon and per service: what a user checks first."""
         report = {}
-        for daemon in DAEMONS:
+        for daemon in self.daemons:
             pid = self.pid(daemon)
             report[daemon.name] = f"running (pid {pid})" if pid else "stopped"
         report["yarn"] = self._yarn_health()
@@ -249,14 +281,15 @@ class LocalCluster:
 
     def is_ready(self) -> bool:
         health = self.health()
-        return (all(health[d.name].startswith("running") for d in DAEMONS)
-                and health["yarn"].endswith("RUNNING node(s)")
+        nodes = len([d for d in self.daemons if d.name.startswith("nodemanager")])
+        return (all(health[d.name].startswith("running") for d in self.daemons)
+                and health["yarn"] == f"{nodes} RUNNING node(s)"
                 and health["hdfs"].endswith("live DataNode(s)"))
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for daemon in DAEMONS:
+            for daemon in self.daemons:
                 if self.pid(daemon) is None:
                     raise ClusterError(f"{daemon.name} exited during start: {self._log_tail(daemon)}")
             if self.is_ready():
@@ -276,13 +309,14 @@ class LocalCluster:
     # --------------------------------------------------------------------- down
     def down(self, log=print) -> None:
         """Stop the daemons, then any container process they left behind."""
-        pids = [p for p in (self.pid(d) for d in reversed(DAEMONS)) if p]
+        daemons = self.daemons if self.settings_file.exists() else DAEMONS
+        pids = [p for p in (self.pid(d) for d in reversed(daemons)) if p]
         terminate(pids, grace=15.0)
-        leftovers = container_processes(self.nm_local_dir)
+        leftovers = self.container_processes()
         if leftovers:
             log(f"stopping {len(leftovers)} leftover container process(es)")
             terminate([p.pid for p in leftovers], grace=5.0)
-        for daemon in DAEMONS:
+        for daemon in daemons:
             self._pid_file(daemon).unlink(missing_ok=True)
 
     def destroy(self) -> None:
@@ -291,7 +325,7 @@ class LocalCluster:
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def daemon_rss_kib(self) -> dict[str, int]:
-        return {d.name: rss_kib(p) for d in DAEMONS if (p := self.pid(d))}
+        return {d.name: rss_kib(p) for d in self.daemons if (p := self.pid(d))}
 
     def container_processes(self):
-        return container_processes(self.nm_local_dir)
+        return [p for d in self.nm_local_dirs for p in container_processes(d)]

@@ -27,13 +27,19 @@ PORT_KEYS = (
     "yarn.nodemanager.address",
     "yarn.nodemanager.localizer.address",
     "yarn.nodemanager.webapp.address",
+    # the second NodeManager of a GPU-advertising cluster (`--gpus N`)
+    "gpu:yarn.nodemanager.address",
+    "gpu:yarn.nodemanager.localizer.address",
+    "gpu:yarn.nodemanager.webapp.address",
 )
+GPU_LABEL = "gpu"
 
 DAEMON_PORTS = {
     "namenode": ("fs.defaultFS", "dfs.namenode.http-address"),
     "datanode": ("dfs.datanode.address", "dfs.datanode.http.address", "dfs.datanode.ipc.address"),
     "resourcemanager": tuple(k for k in PORT_KEYS if k.startswith("yarn.resourcemanager.")),
     "nodemanager": tuple(k for k in PORT_KEYS if k.startswith("yarn.nodemanager.")),
+    "nodemanager-gpu": tuple(k for k in PORT_KEYS if k.startswith("gpu:")),
 }
 
 
@@ -186,6 +192,9 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
         "yarn.timeline-service.enabled": False,
         "yarn.webapp.ui2.enable": False,
     }
+    if settings.gpus:
+        yarn["yarn.resource-types"] = "yarn.io/gpu"
+        write_site(conf_dir / "resource-types.xml", {"yarn.resource-types": "yarn.io/gpu"})
     yarn.update(settings.extra)
     write_site(conf_dir / "yarn-site.xml", yarn)
     write_site(conf_dir / "capacity-scheduler.xml", {
@@ -197,5 +206,63 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
         "yarn.scheduler.capacity.root.default.accessible-node-labels": "*",
         "yarn.scheduler.capacity.resource-calculator":
             "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator",
+        **({f"yarn.scheduler.capacity.root.accessible-node-labels.{GPU_LABEL}.capacity": 100,
+            f"yarn.scheduler.capacity.root.default.accessible-node-labels.{GPU_LABEL}.capacity": 100}
+           if settings.gpus else {}),
     })
     (conf_dir / "log4j.properties").write_text(_LOG4J)
+    if settings.gpus:
+        write_gpu_node_conf(conf_dir, state_dir, settings, yarn)
+
+
+_FAKE_NVIDIA_SMI = """#!/usr/bin/env bash
+# The GPU discovery executable of the local cluster's GPU node: it reports
+# {count} devices the way `nvidia-smi -x -q` does. There is no GPU here.
+cat <<'XML'
+<?xml version="1.0" ?>
+<nvidia_smi_log>
+  <driver_version>550.00</driver_version>
+  <attached_gpus>{count}</attached_gpus>
+{gpus}
+</nvidia_smi_log>
+XML
+"""
+_FAKE_GPU = """  <gpu id="00000000:0{index}:00.0">
+    <product_name>Local Test GPU</product_name>
+    <uuid>GPU-00000000-0000-0000-0000-00000000000{index}</uuid>
+    <minor_number>{index}</minor_number>
+    <fb_memory_usage><total>16384 MiB</total><used>0 MiB</used><free>16384 MiB</free></fb_memory_usage>
+    <utilization><gpu_util>0 %</gpu_util></utilization>
+    <temperature><gpu_temp>30 C</gpu_temp><gpu_temp_max_threshold>90 C</gpu_temp_max_threshold>
+      <gpu_temp_slow_threshold>85 C</gpu_temp_slow_threshold></temperature>
+  </gpu>"""
+
+
+def write_gpu_node_conf(conf_dir: Path, state_dir: Path, settings: ClusterSettings, yarn: dict) -> Path:
+    """`conf-gpu/`: the same cluster seen by a second NodeManager that advertises GPUs.
+
+    It runs YARN's own GPU resource plugin with a discovery executable; the
+    ResourceManager labels the node `gpu` once it has registered.
+    """
+    gpu_conf = conf_dir.with_name("conf-gpu")
+    gpu_conf.mkdir(parents=True, exist_ok=True)
+    for name in ("core-site.xml", "hdfs-site.xml", "capacity-scheduler.xml", "log4j.properties",
+                 "resource-types.xml"):
+        (gpu_conf / name).write_bytes((conf_dir / name).read_bytes())
+    smi = state_dir / "bin" / "nvidia-smi"
+    smi.parent.mkdir(parents=True, exist_ok=True)
+    smi.write_text(_FAKE_NVIDIA_SMI.format(
+        count=settings.gpus, gpus="\n".join(_FAKE_GPU.format(index=i) for i in range(settings.gpus))))
+    smi.chmod(0o755)
+    node = dict(yarn)
+    for key in ("yarn.nodemanager.address", "yarn.nodemanager.localizer.address", "yarn.nodemanager.webapp.address"):
+        node[key] = settings.address(f"gpu:{key}")
+    node.update({
+        "yarn.nodemanager.local-dirs": str(state_dir / "nm-gpu-local"),
+        "yarn.nodemanager.log-dirs": str(state_dir / "nm-gpu-logs"),
+        "yarn.nodemanager.resource-plugins": "yarn.io/gpu",
+        "yarn.nodemanager.resource-plugins.gpu.allowed-gpu-devices": "auto",
+        "yarn.nodemanager.resource-plugins.gpu.path-to-discovery-executables": str(smi),
+    })
+    write_site(gpu_conf / "yarn-site.xml", node)
+    return gpu_conf

@@ -1,0 +1,93 @@
+"""Benchmark: the same training launched through YARN and by hand with a hand-written TF_CONFIG.
+
+Both runs are the shipped MultiWorkerMirroredStrategy example (2 workers, the
+digits data set). Steps per second are measured by the training program itself
+(between the first and the last epoch), so the figure is training throughput,
+not start-up. Runs are interleaved; the table shows medians and the ratio.
+Aim: YARN / by hand >= 0.97.
+
+    .venv/bin/python -m bench.training_overhead [--runs 3] [--epochs 5] [--steps 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tony_airflow.yarn.hdfs import webhdfs
+from tony_airflow.yarn.local import LocalCluster
+
+BIN = Path(sys.executable).parent
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def by_hand(epochs: int, steps: int) -> float:
+    out = tempfile.mkdtemp(prefix="overhead-hand-")
+    hosts = [f"localhost:{p}" for p in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        env = dict(os.environ, DTF_OUTPUT_PATH=out, TF_CONFIG=json.dumps(
+            {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": index}}))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "tony_airflow.examples.digits_keras", "--epochs", str(epochs),
+             "--steps-per-epoch", str(steps)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for proc in procs:
+        if proc.wait(timeout=900) != 0:
+            raise RuntimeError("the hand-launched run failed")
+    return json.loads(Path(out, "metrics.json").read_text())["steps_per_second"]
+
+
+def through_yarn(epochs: int, steps: int) -> float:
+    out = f"/tmp/bench/overhead/{time.time_ns()}"
+    proc = subprocess.run(
+        [str(BIN / "ytf-submit"), "-r", "worker:2", "-o", f"hdfs://{out}", "-n", "bench-overhead",
+         f"python3 -m tony_airflow.examples.digits_keras --epochs {epochs} --steps-per-epoch {steps}"],
+        capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the YARN run failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(webhdfs().cat(f"{out}/metrics.json"))["steps_per_second"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=100)
+    args = parser.parse_args()
+    cluster = LocalCluster.default()
+    if "HADOOP_CONF_DIR" not in os.environ:
+        cluster.up(log=lambda *a: print(*a, file=sys.stderr))
+        os.environ.update(cluster.env())
+    yarn, hand = [], []
+    for run in range(args.runs):
+        yarn.append(through_yarn(args.epochs, args.steps))
+        hand.append(by_hand(args.epochs, args.steps))
+        print(f"run {run + 1}: YARN {yarn[-1]:.1f} steps/s, by hand {hand[-1]:.1f} steps/s", file=sys.stderr)
+    y, h = statistics.median(yarn), statistics.median(hand)
+    print(f"training_overhead: MWMS 2 workers, digits, {args.epochs}x{args.steps} steps, "
+          f"median of {args.runs}, {os.cpu_count()} cores")
+    print(f"{'launch':>10} {'steps/s (median)':>17} {'all runs':>30}")
+    print(f"{'YARN':>10} {y:>17.1f} {', '.join(f'{v:.1f}' for v in yarn):>30}")
+    print(f"{'by hand':>10} {h:>17.1f} {', '.join(f'{v:.1f}' for v in hand):>30}")
+    print(f"{'ratio':>10} {y / h:>17.3f}   (aim >= 0.97)")
+
+
+if __name__ == "__main__":
+    main()
