@@ -37,6 +37,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
                                          "whose Python runs the task command")
     p.add_argument("-q", "--queue", help="YARN queue (default: default)")
     p.add_argument("-n", "--name", help="YARN application name (default: TensorFlow)")
+    p.add_argument("--client", action="store_true", default=None,
+                   help="run the chief here, in this process, while the other tasks run on YARN")
     p.add_argument("--conf", help="a YAML or JSON job file with the same fields; options override it")
     p.add_argument("--env", action="append", metavar="K=V", help="environment variable for every task")
     p.add_argument("--command", dest="type_commands", action="append", metavar="TYPE=CMD",
@@ -62,7 +64,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "task_vcores": args.task_vcores, "task_memory": args.task_memory, "task_gpus": args.task_gpus,
         "node_label": args.node_label, "input": args.input, "output": args.output, "script": args.script,
         "src_dir": args.src_dir, "tensorboard": args.tensorboard, "docker_image": args.docker_image,
-        "python_venv": args.python_venv,
+        "python_venv": args.python_venv, "client": args.client,
         "queue": args.queue, "name": args.name, "max_attempts": args.max_attempts,
         "tracked": args.tracked, "untracked": args.untracked, "sidecar": args.sidecar, "tags": args.tags,
         "python": args.python, "framework": args.framework,
@@ -149,12 +151,17 @@ class ProgressPrinter:
 
 def submit_and_wait(args: argparse.Namespace) -> int:
     job = job_from_args(args)
+    if job.client_mode and args.no_wait:
+        raise UsageError("client: --client runs the chief in this process, so it cannot be used with --no-wait")
     with TonyClient() as client:
         handle = client.submit(job)
         print(f"Submitted application {handle.app_id}", flush=True)
         if args.no_wait:
             print(f"Tracking URL: {handle.status().tracking_url or '(once the AM starts)'}", flush=True)
             return 0
+        if job.client_mode:
+            print(f"Running {', '.join(job.local_types())} here (client mode)", flush=True)
+            handle.run_local_tasks()
         return finish(handle, tensorboard=job.tensorboard)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -157,6 +158,8 @@ class JobHandle:
         self._skein = skein_client
         self._app_client: Any = None
         self.last_report: ApplicationReport | None = None
+        self._secret = ""
+        self._job: JobSpec | None = None
 
     def status(self) -> ApplicationReport:
         self.last_report = self.rm.application(self.app_id)
@@ -185,6 +188,31 @@ class JobHandle:
             self._app_client = None
             return None
         return Progress(**json.loads(raw)) if raw else None
+
+    def run_local_tasks(self, poll: float = 0.5) -> int:
+        """Client mode: run the job's local task (the chief) here, once per attempt, until the job ends.
+
+        It registers with the AM like any executor (same secret, same protocol,
+        same environment) and returns the exit code of its last run.
+        """
+        from tony_airflow.core.executor.task import Executor, RegistryClient
+        from tony_airflow.core.runtimes import TaskIdentity
+
+        job, code, done_attempt = self._job, 0, 0
+        while True:
+            report = self.status()
+            if report.is_terminal:
+                return code
+            progress, url = self.progress(), self.status_url()
+            if progress is None or url is None or progress.attempt <= done_attempt:
+                time.sleep(poll)
+                continue
+            address = url.split("//", 1)[1].rstrip("/")
+            for type_ in job.local_types():
+                me = TaskIdentity(type=type_, index=0, attempt=progress.attempt, app_id=self.app_id)
+                host = os.environ.get("TONY_CLIENT_HOST") or socket.gethostname()
+                code = Executor(job, me, RegistryClient(address, self._secret), host, local=True).run()
+            done_attempt = progress.attempt
 
     def status_url(self) -> str | None:
         if self._app_client is None:
@@ -289,10 +317,13 @@ class TonyClient:
     # ---------------------------------------------------------------- submit
     def submit(self, job: JobSpec) -> JobHandle:
         self.validate(job)
+        secret = protocol.new_secret()
         with tempfile.TemporaryDirectory(prefix="tony-submit-") as staging:
-            spec = build_application(job, Path(staging), protocol.new_secret())
+            spec = build_application(job, Path(staging), secret)
             app_id = self.skein.submit(spec)
-        return JobHandle(app_id, self.rm, self.skein)
+        handle = JobHandle(app_id, self.rm, self.skein)
+        handle._secret, handle._job = secret, job
+        return handle
 
     def handle(self, app_id: str) -> JobHandle:
         return JobHandle(app_id, self.rm, self._skein)

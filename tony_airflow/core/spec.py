@@ -27,6 +27,7 @@ _UNIT_MB = {"": 1, "B": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 *
 DEFAULT_MEMORY_MB = 2048
 # The built-in command of the TensorBoard sidecar that `tensorboard: true` adds.
 TENSORBOARD_COMMAND = "exec ${TONY_PYTHON:-python3} -m tony_airflow.core.tensorboard_task"
+CLIENT_TYPE = "chief"  # with --client, the chief runs where ytf-submit runs
 DEFAULT_TRACKED = ("chief", "worker", "evaluator")
 DEFAULT_UNTRACKED = ("ps",)
 DEFAULT_SIDECARS = ("tensorboard",)
@@ -188,7 +189,7 @@ class JobSpec:
     tensorboard: bool = False
     docker_image: str = ""
     python_venv: str = ""  # a packed environment (venv-pack .tar.gz) used as the tasks' Python
-    client_mode: bool = False
+    client_mode: bool = False  # the chief runs in the submitting process (seed 001's --client)
     max_attempts: int = 1
     timeouts: Timeouts = field(default_factory=Timeouts)
     framework: str = "tensorflow"
@@ -208,6 +209,10 @@ class JobSpec:
 
     def task_ids(self) -> list[tuple[str, int]]:
         return [(t.name, i) for t in self.tasks.values() for i in range(t.instances)]
+
+    def local_types(self) -> list[str]:
+        """Types that run in the submitting process instead of a YARN container."""
+        return [CLIENT_TYPE] if self.client_mode else []
 
     def command_of(self, type_name: str) -> str:
         return self.tasks[type_name].command or self.command
@@ -367,6 +372,12 @@ def build_job_spec(options: Mapping[str, Any]) -> JobSpec:
         per_type = {n: {"instances": c} for n, c in parse_requirement(str(opts["cluster_requirement"])).items()}
     if not per_type:
         raise UsageError("cluster_requirement: missing; allowed: '<type>:<count>,...' such as 'ps:1,worker:2'")
+    if opts.get("client"):
+        if CLIENT_TYPE not in per_type:
+            per_type = {CLIENT_TYPE: {"instances": 1}, **per_type}
+        elif per_type[CLIENT_TYPE]["instances"] != 1:
+            raise UsageError(f"client: --client runs one {CLIENT_TYPE} in the submitting process; "
+                             f"the requirement asks {per_type[CLIENT_TYPE]['instances']}")
     if opts.get("tensorboard") and "tensorboard" not in per_type:
         per_type["tensorboard"] = {"instances": 1, "role": "sidecar", "memory": 1024,
                                    "command": TENSORBOARD_COMMAND}

@@ -123,6 +123,9 @@ class ApplicationMaster:
         attempt_start = time.time()
         log.info("attempt %d/%d: requesting %d containers", attempt, self.job.max_attempts, len(reg.tasks))
         for (type_, index), task in reg.tasks.items():
+            if type_ in self.job.local_types():  # runs in the submitting process, registers like the rest
+                task.allocated_at = time.time()
+                continue
             env = {
                 "TONY_TASK_TYPE": type_, "TONY_TASK_INDEX": str(index), "TONY_ATTEMPT": str(attempt),
                 "TONY_AM_ADDRESS": self.address, "TONY_APPLICATION_ID": self.app_id,

@@ -53,7 +53,8 @@ class RegistryClient:
 
 
 class Executor:
-    def __init__(self, job: JobSpec, me: TaskIdentity, registry: RegistryClient, host: str):
+    def __init__(self, job: JobSpec, me: TaskIdentity, registry: RegistryClient, host: str, local: bool = False):
+        self.local = local  # client mode: runs in the submitting process, files are where they are
         self.job = job
         self.me = me
         self.registry = registry
@@ -84,6 +85,8 @@ class Executor:
             # YARN does not tell a container which GPUs it got; the AM assigned these.
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
         cwd = str(Path("src").absolute()) if self.job.src_dir and Path("src").is_dir() else None
+        if self.local:
+            cwd = self.job.src_dir or None
         command = self.job.command_of(self.me.type)
         if self.me.type == "tensorboard":
             reservation.release()  # TensorBoard does not bind with SO_REUSEPORT
@@ -116,10 +119,12 @@ class Executor:
         """HDFS input copied in; HDFS output mirrored (pushed by the chief, pulled by readers)."""
         if self.job.input_path and is_hdfs(self.job.input_path):
             env["DTF_INPUT_URI"] = self.job.input_path
-            env["DTF_INPUT_PATH"] = stage_input(self.job.input_path, Path("tony-input"))
+            env["DTF_INPUT_PATH"] = stage_input(self.job.input_path,
+                                                Path(f"tony-input-{self.me.app_id}" if self.local else "tony-input"))
         if not (self.job.output_path and is_hdfs(self.job.output_path)):
             return None, False
-        mirror = Mirror(self.job.output_path, Path("tony-output"))
+        local_dir = Path(f"tony-output-{self.me.app_id}" if self.local else "tony-output")
+        mirror = Mirror(self.job.output_path, local_dir)
         mirror.pull()  # a later attempt resumes from what an earlier one wrote
         env["DTF_OUTPUT_URI"] = self.job.output_path
         env["DTF_OUTPUT_PATH"] = str(mirror.local)
@@ -137,7 +142,8 @@ class Executor:
                        PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
             env.pop("PYTHONHOME", None)
         if self.job.script:
-            env["DTF_TASK_SCRIPT"] = str(Path(Path(self.job.script).name).absolute())
+            shipped = Path(self.job.script) if self.local else Path(Path(self.job.script).name)
+            env["DTF_TASK_SCRIPT"] = str(shipped.absolute())
         return env
 
     def _heartbeat_loop(self) -> None:
