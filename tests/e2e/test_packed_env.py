@@ -23,3 +23,13 @@ def test_interpreter_comes_from_the_archive(local_cluster, rm, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     logs = aggregated_logs(rm, app_id)
     assert logs.count("/venv; marker from ") == 2
+
+
+def test_source_directory_is_the_working_directory(local_cluster, rm, tmp_path):
+    src = tmp_path / "project"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "__init__.py").write_text("")
+    (src / "pkg" / "main.py").write_text("import os\nprint('hello from the source dir:', os.path.isfile('pkg/main.py'))\n")
+    proc, app_id = ytf_submit("-r", "worker:1", "-m", "384", "--src_dir", str(src), "python3 -m pkg.main")
+    assert proc.returncode == 0, proc.stderr
+    assert "hello from the source dir: True" in aggregated_logs(rm, app_id)

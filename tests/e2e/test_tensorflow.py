@@ -89,3 +89,23 @@ def test_killed_attempt_resumes_from_its_checkpoint(local_cluster, rm):
     assert metrics["attempt"] == 2 and metrics["resumed"] is True
     assert metrics["epochs_run"][0] > 0, metrics  # attempt 2 did not start again from epoch 0
     assert metrics["epochs_run"][-1] == 7
+
+
+def test_chief_and_worker_read_their_input_from_hdfs(local_cluster, rm, tmp_path):
+    from tony_airflow.examples.digits_data import write_npz
+
+    fs = webhdfs()
+    fs.makedirs("/tmp/e2e/digits-input", exist_ok=True)
+    for path in write_npz(str(tmp_path / "npz")):
+        fs.put_file(path, f"/tmp/e2e/digits-input/{Path(path).name}")
+    out = "/tmp/e2e/chief-worker"
+    proc, app_id = ytf_submit("-r", "chief:1,worker:1", "-i", "hdfs:///tmp/e2e/digits-input",
+                              "-o", f"hdfs://{out}", "-n", "chief-worker",
+                              "python3 -m tony_airflow.examples.digits_keras --epochs 3", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    metrics = _metrics(out)
+    assert metrics["workers"] == 2 and metrics["losses"][-1] < metrics["losses"][0]
+    from tests.e2e.helpers import aggregated_logs
+
+    logs = aggregated_logs(rm, app_id)
+    assert logs.count("loaded train data from ") == 2 and "tony-input/digits_train.npz" in logs

@@ -17,6 +17,7 @@ def load(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     staged = os.path.join(input_dir, f"digits_{split}.npz") if input_dir else ""
     if staged and os.path.exists(staged):  # prepared into HDFS by an upstream step
         data = np.load(staged)
+        print(f"loaded {split} data from {staged}", flush=True)
         return data["x"], data["y"]
     from sklearn.datasets import load_digits
 
