@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import time
 
 import skein
 
@@ -12,6 +10,7 @@ from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.local import LocalCluster
 from tony_airflow.yarn.local.cluster import DAEMONS
 from tony_airflow.yarn.rest import ResourceManagerClient
+from tests.e2e.helpers import aggregated_logs, wait_terminal
 
 
 def test_four_daemons_are_separate_java_processes(local_cluster: LocalCluster):
@@ -30,16 +29,6 @@ def test_up_is_idempotent(local_cluster: LocalCluster):
     assert local_cluster.running() == before
 
 
-def _wait_terminal(rm: ResourceManagerClient, app_id: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        report = rm.application(app_id)
-        if report.is_terminal:
-            return report
-        time.sleep(0.5)
-    raise AssertionError(f"{app_id} did not finish within {timeout}s")
-
-
 def test_skein_application_with_two_containers(local_cluster: LocalCluster, rm: ResourceManagerClient):
     spec = skein.ApplicationSpec(
         name="foundation-probe",
@@ -51,7 +40,7 @@ def test_skein_application_with_two_containers(local_cluster: LocalCluster, rm: 
     )
     with skein.Client() as client:
         app_id = client.submit(spec)
-    report = _wait_terminal(rm, app_id)
+    report = wait_terminal(rm, app_id)
     assert (report.state, report.final_status) == ("FINISHED", "SUCCEEDED"), report.diagnostics
 
     # The RM REST API reports the same application with its state and final status.
@@ -59,12 +48,7 @@ def test_skein_application_with_two_containers(local_cluster: LocalCluster, rm: 
     assert listed[app_id].final_status == "SUCCEEDED"
 
     # Container output is readable afterwards from the logs aggregated into HDFS.
-    deadline = time.monotonic() + 60
-    while rm.get(f"/ws/v1/cluster/apps/{app_id}")["app"].get("logAggregationStatus") != "SUCCEEDED":
-        assert time.monotonic() < deadline, "log aggregation did not finish"
-        time.sleep(0.5)
-    logs = subprocess.run(["yarn", "logs", "-applicationId", app_id], capture_output=True, text=True,
-                          check=True).stdout
+    logs = aggregated_logs(rm, app_id)
     assert logs.count("hello from container_") == 2
 
 

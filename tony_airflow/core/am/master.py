@@ -151,7 +151,7 @@ class ApplicationMaster:
         return outcome
 
     def _decide(self, attempt_start: float) -> Outcome | None:
-        reg, job, t = self.registry, self.job, self.registry.tasks.values()
+        job, t = self.job, self.registry.tasks.values()
         now = time.time()
         # The first failure, in the order the tasks finished.
         finished = sorted((x for x in t if x.finished_at is not None), key=lambda x: x.finished_at)

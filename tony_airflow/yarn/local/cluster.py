@@ -22,7 +22,7 @@ import httpx
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn.local import jars
 from tony_airflow.yarn.local.config import (
-    DAEMON_PORTS, GPU_LABEL, HOST, PORT_KEYS, ClusterSettings, port_is_free, write_conf,
+    DAEMON_PORTS, GPU_LABEL, PORT_KEYS, ClusterSettings, port_is_free, write_conf,
 )
 from tony_airflow.yarn.local.java import ADD_OPENS, check_java, find_java_home
 from tony_airflow.yarn.local.launchers import write_launchers
