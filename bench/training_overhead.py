@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,23 +23,14 @@ from pathlib import Path
 
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.local import LocalCluster
+from tony_airflow.yarn.local.config import free_ports
 
 BIN = Path(sys.executable).parent
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def by_hand(epochs: int, steps: int) -> float:
     out = tempfile.mkdtemp(prefix="overhead-hand-")
-    hosts = [f"localhost:{p}" for p in _free_ports(2)]
+    hosts = [f"localhost:{p}" for p in free_ports(2)]
     procs = []
     for index in range(2):
         env = dict(os.environ, DTF_OUTPUT_PATH=out, TF_CONFIG=json.dumps(

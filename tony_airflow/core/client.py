@@ -43,7 +43,7 @@ def hadoop_environment() -> dict[str, str]:
     from tony_airflow.yarn.local import LocalCluster
 
     local = LocalCluster.default()
-    if not (local.conf_dir / "yarn-site.xml").exists():
+    if not local.exists():
         raise UsageError("HADOOP_CONF_DIR: not set and no local cluster exists; "
                          "set it to your cluster's configuration or run `tony cluster up`")
     return local.env()

@@ -1,10 +1,12 @@
-"""The small real data set the examples train on: scikit-learn's digits (1797 8x8 images).
+"""What the digits examples share: the data set, the model, the arguments, the metrics file.
 
-It ships inside scikit-learn, so nothing is downloaded at run time.
+The data is scikit-learn's digits (1797 8x8 images); it ships inside
+scikit-learn, so nothing is downloaded at run time.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
@@ -29,6 +31,21 @@ def load(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     cut = int(len(x) * 0.8)
     idx = order[:cut] if split == "train" else order[cut:]
     return x[idx], y[idx]
+
+
+def training_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--steps-per-epoch", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--sleep-per-epoch", type=float, default=0.0)
+    return parser.parse_args()
+
+
+def build_model(keras):
+    """A small dense classifier (64 features -> 10 logits); `keras` is tf_keras."""
+    return keras.Sequential([keras.layers.Input(shape=(64,)), keras.layers.Dense(64, activation="relu"),
+                             keras.layers.Dense(10)])
 
 
 def write_npz(directory: str) -> list[str]:

@@ -10,7 +10,6 @@ metrics.json into the output path.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
@@ -22,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
-from tony_airflow.examples.digits_data import load, write_metrics  # noqa: E402
+from tony_airflow.examples.digits_data import build_model, load, training_args, write_metrics  # noqa: E402
 
 
 def is_chief() -> bool:
@@ -55,12 +54,7 @@ class EpochLog(keras.callbacks.Callback):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--sleep-per-epoch", type=float, default=0.0)
-    parser.add_argument("--steps-per-epoch", type=int, default=20)
-    args = parser.parse_args()
+    args = training_args()
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     out = os.environ.get("DTF_OUTPUT_PATH") or tempfile.mkdtemp()
@@ -72,11 +66,7 @@ def main() -> None:
             .batch(args.batch).with_options(options))
 
     with strategy.scope():
-        model = keras.Sequential([
-            keras.layers.Input(shape=(64,)),
-            keras.layers.Dense(64, activation="relu"),
-            keras.layers.Dense(10),
-        ])
+        model = build_model(keras)
         model.compile(optimizer=keras.optimizers.Adam(0.01),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])

@@ -11,7 +11,6 @@ resumes from the latest checkpoint on a later attempt.
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
@@ -22,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
-from tony_airflow.examples.digits_data import load, write_metrics  # noqa: E402
+from tony_airflow.examples.digits_data import build_model, load, training_args, write_metrics  # noqa: E402
 
 
 def serve(resolver) -> None:
@@ -42,8 +41,7 @@ def coordinate(resolver, args) -> None:
         return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2048).repeat().batch(args.batch)
 
     with strategy.scope():
-        model = keras.Sequential([keras.layers.Input(shape=(64,)), keras.layers.Dense(64, activation="relu"),
-                                  keras.layers.Dense(10)])
+        model = build_model(keras)
         optimizer = keras.optimizers.Adam(0.01)
         epoch_var = tf.Variable(0, dtype=tf.int64)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
@@ -99,12 +97,7 @@ def coordinate(resolver, args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--steps-per-epoch", type=int, default=20)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--sleep-per-epoch", type=float, default=0.0)
-    args = parser.parse_args()
+    args = training_args()
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type in ("worker", "ps"):
         serve(resolver)

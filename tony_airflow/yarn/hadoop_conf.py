@@ -84,4 +84,4 @@ def resolve_conf_dir() -> Path | None:
     from tony_airflow.yarn.local.cluster import LocalCluster
 
     local = LocalCluster.default()
-    return local.conf_dir if (local.conf_dir / "yarn-site.xml").exists() else None
+    return local.conf_dir if local.exists() else None

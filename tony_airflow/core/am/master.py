@@ -236,7 +236,7 @@ class ApplicationMaster:
 
     def _report_progress(self, force: bool = False) -> None:
         status = {"attempt": self.registry.attempt, "max_attempts": self.job.max_attempts,
-                  **self.registry.counts(), "spec_published": self.registry.status()["spec_published"]}
+                  **self.registry.counts(), "spec_published": self.registry.spec_published}
         text = json.dumps(status, sort_keys=True)
         if text == self._last_progress and not force:
             return

@@ -134,10 +134,13 @@ class Registry:
         return None
 
     def _build_spec(self) -> dict[str, Any]:
-        hosts: dict[str, list[str]] = {}
-        for (type_, index), task in sorted(self.tasks.items(), key=lambda kv: (list(self.job.tasks).index(kv[0][0]), kv[0][1])):
-            hosts.setdefault(type_, []).append(f"{task.host}:{task.port}")
+        hosts = {t.name: [f"{self.tasks[(t.name, i)].host}:{self.tasks[(t.name, i)].port}" for i in range(t.instances)]
+                 for t in self.job.tasks.values()}
         return {"app_id": self.app_id, "attempt": self.attempt, "hosts": hosts}
+
+    @property
+    def spec_published(self) -> bool:
+        return self._spec is not None
 
     async def wait_spec(self, attempt: int, timeout: float) -> tuple[str, dict[str, Any] | None]:
         """('ready', spec), ('wait', None) after `timeout`, or ('stop', None) when the attempt is over."""
@@ -229,7 +232,7 @@ class Registry:
             "attempt": self.attempt,
             "max_attempts": self.job.max_attempts,
             "counts": self.counts(),
-            "spec_published": self._spec is not None,
+            "spec_published": self.spec_published,
             "tasks": [asdict(t) for t in self.tasks.values()],
             "previous_attempts": self.history,
         }

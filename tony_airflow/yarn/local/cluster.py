@@ -9,6 +9,7 @@ and kept in `cluster.json`.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -73,6 +74,10 @@ class LocalCluster:
     @classmethod
     def default(cls) -> "LocalCluster":
         return cls(default_state_dir())
+
+    def exists(self) -> bool:
+        """Whether `tony cluster up` has configured this cluster (running or not)."""
+        return (self.conf_dir / "yarn-site.xml").exists()
 
     # ---------------------------------------------------------------- settings
     @property
@@ -271,9 +276,7 @@ class LocalCluster:
             info = beans["beans"][0]
         except (httpx.HTTPError, ValueError, KeyError, IndexError):
             return "unreachable"
-        import json as _json
-
-        live = len(_json.loads(info.get("LiveNodes") or "{}"))
+        live = len(json.loads(info.get("LiveNodes") or "{}"))
         safemode = info.get("Safemode") or ""
         if live < 1:
             return "no live DataNode"
