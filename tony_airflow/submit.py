@@ -107,6 +107,20 @@ def job_from_args(args: argparse.Namespace):
     return build_job_spec(opts)
 
 
+def progress_text(app_id: str, report: ApplicationReport, progress: Progress | None) -> str:
+    """One line of where a job is: state, attempt, and the phase of the gang start."""
+    text = f"{app_id} {report.state}"
+    if report.is_terminal:
+        text += f" {report.final_status}"
+    elif progress is not None and progress.total:
+        phase = ("finished" if progress.finished == progress.total else
+                 "running" if progress.spec_published else
+                 f"registered {progress.registered}/{progress.total}" if progress.allocated == progress.total
+                 else f"allocated {progress.allocated}/{progress.total}")
+        text += f" · attempt {progress.attempt}/{progress.max_attempts} · {phase}"
+    return text
+
+
 class ProgressPrinter:
     """One live line on a terminal; plain lines, on changes only, otherwise."""
 
@@ -127,15 +141,7 @@ class ProgressPrinter:
             print(f"Tracking URL: {report.tracking_url}", flush=True)
             if self.tensorboard:
                 print(f"TensorBoard: {tensorboard_url(report.tracking_url)}", flush=True)
-        text = f"{self.app_id} {report.state}"
-        if report.is_terminal:
-            text += f" {report.final_status}"
-        elif progress is not None and progress.total:
-            phase = ("finished" if progress.finished == progress.total else
-                     "running" if progress.spec_published else
-                     f"registered {progress.registered}/{progress.total}" if progress.allocated == progress.total
-                     else f"allocated {progress.allocated}/{progress.total}")
-            text += f" · attempt {progress.attempt}/{progress.max_attempts} · {phase}"
+        text = progress_text(self.app_id, report, progress)
         if text == self._last:
             return
         self._last = text

@@ -245,13 +245,17 @@ class JobHandle:
 class TonyClient:
     """Submits jobs to the cluster that HADOOP_CONF_DIR (or the local cluster) names."""
 
-    def __init__(self, conf_dir: str | None = None):
+    def __init__(self, conf_dir: str | None = None, rm: ResourceManagerClient | None = None,
+                 principal: str | None = None, keytab: str | None = None):
+        """`rm` overrides the ResourceManager addresses of the configuration (Airflow's
+        connection may name them); `principal`/`keytab` log skein's driver in with Kerberos."""
         env = {} if conf_dir else hadoop_environment()
         if conf_dir:
             env["HADOOP_CONF_DIR"] = conf_dir
         os.environ.update(env)
         self.conf = HadoopConf.load(os.environ["HADOOP_CONF_DIR"])
-        self.rm = ResourceManagerClient.from_conf(self.conf)
+        self.rm = rm or ResourceManagerClient.from_conf(self.conf)
+        self._kerberos = {"principal": principal, "keytab": keytab} if principal else {}
         self._skein: skein.Client | None = None
 
     def __enter__(self) -> "TonyClient":
@@ -268,7 +272,7 @@ class TonyClient:
     @property
     def skein(self) -> skein.Client:
         if self._skein is None:
-            self._skein = skein.Client(java_options=_driver_java_options(), log=False)
+            self._skein = skein.Client(java_options=_driver_java_options(), log=False, **self._kerberos)
         return self._skein
 
     # ------------------------------------------------------------ validation

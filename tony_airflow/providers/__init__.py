@@ -1,0 +1,1 @@
+"""Adapters that plug the core into workflow schedulers (Apache Airflow)."""

@@ -1,0 +1,26 @@
+"""What Airflow's providers manager reads through the `apache_airflow_provider` entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PACKAGE = "tony_airflow.providers.yarn"
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "tony-airflow",
+        "name": "TensorFlow on YARN (tony-airflow)",
+        "description": "Distributed TensorFlow training on Apache Hadoop YARN as a node of an Airflow DAG.",
+        "integrations": [{"integration-name": "Hadoop YARN (tony-airflow)",
+                          "external-doc-url": "https://hadoop.apache.org/docs/stable/hadoop-yarn/hadoop-yarn-site/",
+                          "tags": ["apache"]}],
+        "hooks": [{"integration-name": "Hadoop YARN (tony-airflow)", "python-modules": [f"{PACKAGE}.hooks.yarn"]}],
+        "operators": [{"integration-name": "Hadoop YARN (tony-airflow)",
+                       "python-modules": [f"{PACKAGE}.operators.tensorflow"]}],
+        "sensors": [{"integration-name": "Hadoop YARN (tony-airflow)", "python-modules": [f"{PACKAGE}.sensors.yarn"]}],
+        "triggers": [{"integration-name": "Hadoop YARN (tony-airflow)",
+                      "python-modules": [f"{PACKAGE}.triggers.yarn"]}],
+        "connection-types": [{"connection-type": "yarn", "hook-class-name": f"{PACKAGE}.hooks.yarn.YarnHook"}],
+        "extra-links": [f"{PACKAGE}.links.yarn.YarnApplicationLink", f"{PACKAGE}.links.yarn.TensorBoardLink"],
+    }

@@ -1,0 +1,294 @@
+"""`TensorFlowOnYarnOperator`: one distributed TensorFlow job on YARN as one Airflow task.
+
+The arguments mirror the job spec of `ytf-submit`; they are mapped onto the
+core's options and submitted through the core client, nothing else. The
+application id is kept in Airflow 3.3's task state store (ResumableJobMixin),
+so a retry after a worker crash reconnects to the running application instead
+of submitting a second one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseOperator, ResumableJobMixin, conf as airflow_conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from tony_airflow.core.client import Progress, TonyClient
+from tony_airflow.core.spec import JobSpec, build_job_spec, load_job_file
+from tony_airflow.errors import UsageError
+from tony_airflow.providers.yarn.hooks.yarn import YarnHook
+from tony_airflow.providers.yarn.links.yarn import (
+    APPLICATION_ID_KEY, FINAL_STATUS_KEY, TENSORBOARD_URL_KEY, TRACKING_URL_KEY, TensorBoardLink,
+    YarnApplicationLink,
+)
+from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
+from tony_airflow.submit import progress_text, tensorboard_url
+from tony_airflow.yarn.rest import ApplicationReport
+
+ACTIVE = frozenset({"NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"})
+YARN_TAG_MAX = 100  # YARN refuses longer application tags
+
+
+def airflow_tags(context: Mapping[str, Any]) -> list[str]:
+    """YARN tags that lead from an application back to its DAG, task and run (and let operators find it)."""
+    ti = context.get("ti")
+    run_id = context.get("run_id") or getattr(ti, "run_id", "")
+    pairs = [("airflow_dag_id", getattr(ti, "dag_id", "")), ("airflow_task_id", getattr(ti, "task_id", "")),
+             ("airflow_run_id", run_id)]
+    return ["airflow"] + [f"{k}:{v}".replace(",", "_")[:YARN_TAG_MAX] for k, v in pairs if v]
+
+
+def status_word(report: ApplicationReport) -> str:
+    """One word for ResumableJobMixin: the YARN state while active, the final status once ended."""
+    return report.final_status if report.is_terminal else report.state
+
+
+class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
+    """Submit a distributed TensorFlow job to YARN and (by default) wait for it.
+
+    :param command: the command every task runs (DTF_* and TF_CONFIG are set for it)
+    :param cluster_requirement: task types and counts, e.g. ``"ps:1,worker:2"``
+    :param tasks: instead of ``cluster_requirement``, a mapping ``type -> {instances, memory, vcores,
+        gpus, node_label, command}``
+    :param task_memory / task_vcores / task_gpus: ``"2048"``, ``"worker:4 GiB"``, ``"worker[0]:8192"``
+        or a list of those (the most specific wins)
+    :param script: a local file shipped to every task (``DTF_TASK_SCRIPT``)
+    :param src_dir: a local directory shipped to every task; the command runs inside it
+    :param python_venv: a packed environment (venv-pack .tar.gz, local or hdfs://) whose Python runs the tasks
+    :param input_path / output_path: ``DTF_INPUT_PATH`` / ``DTF_OUTPUT_PATH``; hdfs:// paths are staged
+    :param tensorboard: start a TensorBoard task over ``output_path``, linked from the task
+    :param yarn_queue: the YARN queue (``queue`` is taken: BaseOperator's executor queue); default: the
+        connection's ``queue`` extra, else ``default``
+    :param application_name / node_label / docker_image / env / max_attempts: as in ``ytf-submit``
+    :param conf: a YAML/JSON job file path, or a mapping of further job fields (timeouts, tracked, ...);
+        the explicit arguments win over it
+    :param yarn_conn_id: the ``yarn`` connection (without ``yarn_default``: HADOOP_CONF_DIR or the local cluster)
+    :param wait_for_completion: wait for the application to end (else return once submitted)
+    :param deferrable: wait in the triggerer instead of holding a worker slot
+    :param poll_interval: seconds between ResourceManager polls while waiting
+    """
+
+    template_fields: Sequence[str] = (
+        "command", "cluster_requirement", "tasks", "task_memory", "task_vcores", "task_gpus", "script",
+        "src_dir", "python_venv", "input_path", "output_path", "yarn_queue", "application_name", "node_label",
+        "docker_image", "env", "conf",
+    )
+    template_fields_renderers = {"command": "bash", "env": "json", "tasks": "json", "conf": "json"}
+    operator_extra_links = (YarnApplicationLink(), TensorBoardLink())
+    ui_color = "#ffa040"
+    external_id_key = "yarn_application_id"
+
+    def __init__(
+        self,
+        *,
+        command: str | None = None,
+        cluster_requirement: str | None = None,
+        tasks: Mapping[str, Any] | None = None,
+        task_memory: str | int | Sequence[str] | None = None,
+        task_vcores: str | int | Sequence[str] | None = None,
+        task_gpus: str | int | Sequence[str] | None = None,
+        script: str | None = None,
+        src_dir: str | None = None,
+        python_venv: str | None = None,
+        input_path: str | None = None,
+        output_path: str | None = None,
+        tensorboard: bool = False,
+        yarn_queue: str | None = None,
+        application_name: str | None = None,
+        node_label: str | Sequence[str] | None = None,
+        docker_image: str | None = None,
+        env: Mapping[str, str] | None = None,
+        conf: str | Mapping[str, Any] | None = None,
+        max_attempts: int | None = None,
+        yarn_conn_id: str = YarnHook.default_conn_name,
+        wait_for_completion: bool = True,
+        deferrable: bool = airflow_conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 5.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.command = command
+        self.cluster_requirement = cluster_requirement
+        self.tasks = tasks
+        self.task_memory = task_memory
+        self.task_vcores = task_vcores
+        self.task_gpus = task_gpus
+        self.script = script
+        self.src_dir = src_dir
+        self.python_venv = python_venv
+        self.input_path = input_path
+        self.output_path = output_path
+        self.tensorboard = tensorboard
+        self.yarn_queue = yarn_queue
+        self.application_name = application_name
+        self.node_label = node_label
+        self.docker_image = docker_image
+        self.env = env
+        self.conf = conf
+        self.max_attempts = max_attempts
+        self.yarn_conn_id = yarn_conn_id
+        self.wait_for_completion = wait_for_completion
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.application_id: str | None = None
+        self._client: TonyClient | None = None
+
+    @cached_property
+    def hook(self) -> YarnHook:
+        return YarnHook(yarn_conn_id=self.yarn_conn_id)
+
+    # --------------------------------------------------------------- the job
+    def job_options(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        """The operator's arguments as the core's job options (conf first, arguments over it)."""
+        if isinstance(self.conf, str) and self.conf.strip():
+            opts = load_job_file(self.conf)
+        elif isinstance(self.conf, Mapping):
+            opts = dict(self.conf)
+        elif self.conf:
+            raise UsageError(f"conf: expected a job file path or a mapping, not {type(self.conf).__name__}")
+        else:
+            opts = {}
+        explicit = {
+            "command": self.command, "cluster_requirement": self.cluster_requirement, "tasks": self.tasks,
+            "task_memory": self.task_memory, "task_vcores": self.task_vcores, "task_gpus": self.task_gpus,
+            "script": self.script, "src_dir": self.src_dir, "python_venv": self.python_venv,
+            "input": self.input_path, "output": self.output_path, "tensorboard": self.tensorboard or None,
+            "queue": self.yarn_queue or self.hook.settings.queue, "name": self.application_name or self.task_id,
+            "node_label": self.node_label, "docker_image": self.docker_image, "max_attempts": self.max_attempts,
+        }
+        for key, value in explicit.items():
+            if value is None or value == "":
+                continue
+            if key in ("cluster_requirement", "tasks"):  # one of the two describes the task types
+                opts.pop("tasks" if key == "cluster_requirement" else "cluster_requirement", None)
+            opts[key] = value
+        if self.env:
+            opts["env"] = {**(opts.get("env") or {}), **dict(self.env)}
+        given = opts.get("tags") or []
+        given = given.split(",") if isinstance(given, str) else list(given)
+        opts["tags"] = given + airflow_tags(context)
+        if opts.get("client"):
+            raise UsageError("client: the operator runs every task on YARN; drop 'client' from conf")
+        return opts
+
+    def build_job(self, context: Mapping[str, Any]) -> JobSpec:
+        try:
+            return build_job_spec(self.job_options(context))
+        except UsageError as exc:  # bad input: fail now, without retries, with the one line
+            raise AirflowFailException(str(exc)) from None
+
+    # ------------------------------------------------- ResumableJobMixin API
+    def execute(self, context: Any) -> str | None:
+        try:
+            return self.execute_resumable(context)
+        finally:
+            self._close_client()
+
+    def submit_job(self, context: Any) -> str:
+        job = self.build_job(context)
+        try:
+            handle = self._tony_client().submit(job)
+        except UsageError as exc:  # refused by the cluster's limits: same as bad input
+            raise AirflowFailException(str(exc)) from None
+        self.application_id = handle.app_id
+        self.log.info("Submitted application %s", handle.app_id)
+        self._publish(context, handle.app_id, tensorboard=job.tensorboard)
+        return handle.app_id
+
+    def get_job_status(self, external_id: Any, context: Any) -> str:
+        return status_word(self.hook.application_report(str(external_id)))
+
+    def is_job_active(self, status: str) -> bool:
+        return status in ACTIVE
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == "SUCCEEDED"
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> None:
+        app_id = str(external_id)
+        if self.application_id != app_id:  # reconnecting after a crash: the XComs of this try are new
+            self.application_id = app_id
+            self.log.info("Reconnected to application %s", app_id)
+            self._publish(context, app_id, tensorboard=self._wants_tensorboard())
+        if not self.wait_for_completion:
+            return
+        if self.deferrable:
+            s = self.hook.settings
+            self.defer(trigger=YarnApplicationTrigger(app_id, s.rm_addresses, user=s.user, auth=s.auth,
+                                                      poll_interval=self.poll_interval),
+                       method_name="execute_complete")
+        handle = self._tony_client().handle(app_id)
+        report = handle.wait(poll=self.poll_interval, on_change=self._log_change)
+        self._conclude(context, report.id, report.final_status, report.diagnostics)
+
+    def get_job_result(self, external_id: Any, context: Any) -> str:
+        if self.application_id != external_id:  # already SUCCEEDED before this try began
+            self.application_id = str(external_id)
+            self._publish(context, str(external_id), tensorboard=self._wants_tensorboard())
+            context["ti"].xcom_push(key=FINAL_STATUS_KEY, value="SUCCEEDED")
+        return str(external_id)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
+        """Resumed from YarnApplicationTrigger."""
+        self.application_id = event.get("application_id")
+        if event.get("status") == "error":
+            raise AirflowException(event.get("message") or "the trigger failed")
+        self._conclude(context, event["application_id"], event["final_status"], event.get("diagnostics", ""))
+        return event["application_id"]
+
+    def on_kill(self) -> None:
+        """The task was killed (mark failed, timeout, SIGTERM): the application goes with it."""
+        app_id = self.application_id
+        if not app_id:
+            return
+        try:
+            if not self.hook.application_report(app_id).is_terminal:
+                self.log.info("Killing application %s", app_id)
+                self.hook.kill_application(app_id)
+        except Exception:
+            self.log.exception("Could not kill application %s", app_id)
+
+    # --------------------------------------------------------------- helpers
+    def _tony_client(self) -> TonyClient:
+        if self._client is None:
+            try:
+                self._client = self.hook.tony_client()
+            except UsageError as exc:
+                raise AirflowFailException(str(exc)) from None
+        return self._client
+
+    def _close_client(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _wants_tensorboard(self) -> bool:
+        return bool(self.tensorboard or (isinstance(self.conf, Mapping) and self.conf.get("tensorboard")))
+
+    def _publish(self, context: Any, app_id: str, tensorboard: bool) -> None:
+        """XComs and links right after submission, so the UI links to the job while it runs."""
+        report = self.hook.application_report(app_id)
+        tracking = report.tracking_url or f"{self.hook.settings.rm_addresses[0].rstrip('/')}/proxy/{app_id}/"
+        board = tensorboard_url(tracking) if tensorboard else ""
+        ti = context["ti"]
+        ti.xcom_push(key=APPLICATION_ID_KEY, value=app_id)
+        ti.xcom_push(key=TRACKING_URL_KEY, value=tracking)
+        ti.xcom_push(key=TENSORBOARD_URL_KEY, value=board)
+        YarnApplicationLink.persist(context, tracking)
+        TensorBoardLink.persist(context, board)
+        self.log.info("Tracking URL: %s", tracking)
+        if board:
+            self.log.info("TensorBoard: %s", board)
+
+    def _log_change(self, report: ApplicationReport, progress: Progress | None) -> None:
+        self.log.info("%s", progress_text(report.id, report, progress))
+
+    def _conclude(self, context: Any, app_id: str, final_status: str, diagnostics: str) -> None:
+        context["ti"].xcom_push(key=FINAL_STATUS_KEY, value=final_status)
+        if final_status != "SUCCEEDED":
+            raise AirflowException(f"{app_id} {final_status}: {(diagnostics or '').strip()}")
+        self.log.info("%s SUCCEEDED", app_id)
+

@@ -1,0 +1,94 @@
+"""`YarnApplicationTrigger`: waits in Airflow's triggerer for a YARN application to end.
+
+It polls the ResourceManager REST API asynchronously, so one triggerer can
+watch many training jobs without holding a worker slot each. It carries the
+resolved ResourceManager addresses (not a connection id), so it needs no
+connection lookup in the triggerer. Every outcome, including "the RM did not
+answer", is an event; the operator or sensor decides what it means.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from tony_airflow.yarn.rest import ApplicationReport, AsyncResourceManagerClient
+
+MAX_CONSECUTIVE_ERRORS = 3  # transient RM errors tolerated before the trigger gives up with an error event
+
+
+def event_payload(report: ApplicationReport) -> dict[str, Any]:
+    """The event of a terminal application: `status` is success, failed or killed."""
+    status = ("success" if report.final_status == "SUCCEEDED"
+              else "killed" if "KILLED" in (report.state, report.final_status) else "failed")
+    return {"status": status, "application_id": report.id, "state": report.state,
+            "final_status": report.final_status, "diagnostics": report.diagnostics,
+            "tracking_url": report.tracking_url}
+
+
+class YarnApplicationTrigger(BaseTrigger):
+    """Fires once, when `application_id` is FINISHED, FAILED or KILLED (or cannot be watched)."""
+
+    def __init__(self, application_id: str, rm_addresses: list[str], user: str | None = None,
+                 auth: str = "simple", poll_interval: float = 5.0, kill_on_task_kill: bool = True) -> None:
+        super().__init__()
+        self.application_id = application_id
+        self.rm_addresses = list(rm_addresses)
+        self.user = user
+        self.auth = auth
+        self.poll_interval = float(poll_interval)
+        self.kill_on_task_kill = kill_on_task_kill
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}", {
+            "application_id": self.application_id, "rm_addresses": self.rm_addresses, "user": self.user,
+            "auth": self.auth, "poll_interval": self.poll_interval, "kill_on_task_kill": self.kill_on_task_kill,
+        })
+
+    def _client(self) -> AsyncResourceManagerClient:
+        from tony_airflow.providers.yarn.hooks.yarn import YarnSettings, http_auth
+
+        auth = http_auth(YarnSettings(rm_addresses=self.rm_addresses, auth=self.auth))
+        return AsyncResourceManagerClient(self.rm_addresses, user=self.user, auth=auth)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        seen: tuple[str, str] | None = None
+        errors = 0
+        try:
+            client = self._client()
+        except Exception as exc:  # e.g. Kerberos asked but its package is missing
+            yield TriggerEvent({"status": "error", "application_id": self.application_id, "message": str(exc)})
+            return
+        while True:
+            try:
+                report = await client.application(self.application_id)
+            except Exception as exc:
+                errors += 1
+                self.log.warning("%s: ResourceManager error %d/%d: %s", self.application_id, errors,
+                                 MAX_CONSECUTIVE_ERRORS, exc)
+                if errors >= MAX_CONSECUTIVE_ERRORS:
+                    yield TriggerEvent({"status": "error", "application_id": self.application_id,
+                                        "message": f"cannot watch {self.application_id}: {exc}"})
+                    return
+                await asyncio.sleep(self.poll_interval)
+                continue
+            errors = 0
+            if (report.state, report.final_status) != seen:
+                seen = (report.state, report.final_status)
+                self.log.info("%s %s %s", self.application_id, report.state, report.final_status)
+            if report.is_terminal:
+                yield TriggerEvent(event_payload(report))
+                return
+            await asyncio.sleep(self.poll_interval)
+
+    async def on_kill(self) -> None:
+        """The user killed the deferred task (mark failed, clear): stop the application with it."""
+        if not self.kill_on_task_kill:
+            return
+        client = self._client()
+        report = await client.application(self.application_id)
+        if not report.is_terminal:
+            self.log.info("Killing %s because its task was killed", self.application_id)
+            await client.kill(self.application_id)
