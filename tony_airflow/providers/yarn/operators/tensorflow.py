@@ -207,14 +207,15 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     def is_job_succeeded(self, status: str) -> bool:
         return status == "SUCCEEDED"
 
-    def poll_until_complete(self, external_id: Any, context: Any) -> None:
+    def poll_until_complete(self, external_id: Any, context: Any) -> str:
+        """Wait (here or in the triggerer); returns the id, which the mixin returns on a reconnect."""
         app_id = str(external_id)
         if self.application_id != app_id:  # reconnecting after a crash: the XComs of this try are new
             self.application_id = app_id
             self.log.info("Reconnected to application %s", app_id)
             self._publish(context, app_id, tensorboard=self._wants_tensorboard())
         if not self.wait_for_completion:
-            return
+            return app_id
         if self.deferrable:
             s = self.hook.settings
             self.defer(trigger=YarnApplicationTrigger(app_id, s.rm_addresses, user=s.user, auth=s.auth,
@@ -223,6 +224,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         handle = self._tony_client().handle(app_id)
         report = handle.wait(poll=self.poll_interval, on_change=self._log_change)
         self._conclude(context, report.id, report.final_status, report.diagnostics)
+        return app_id
 
     def get_job_result(self, external_id: Any, context: Any) -> str:
         if self.application_id != external_id:  # already SUCCEEDED before this try began

@@ -1,0 +1,34 @@
+"""DAGs the end-to-end tests run with dag.test(): a failing training, a long one to kill, deferrable waits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pendulum
+from airflow.sdk import DAG
+
+from tony_airflow.providers.yarn.operators.tensorflow import TensorFlowOnYarnOperator
+from tony_airflow.providers.yarn.sensors.yarn import YarnApplicationSensor
+
+PAYLOADS = Path(__file__).resolve().parents[2] / "payloads"
+START = pendulum.datetime(2026, 1, 1, tz="UTC")
+SMALL = {"task_memory": "512", "command": "python3 ${DTF_TASK_SCRIPT}"}
+
+with DAG("tony_failing", schedule=None, start_date=START, catchup=False):
+    TensorFlowOnYarnOperator(task_id="train", cluster_requirement="ps:1,worker:2",
+                             script=str(PAYLOADS / "exit_code.py"), poll_interval=1, **SMALL)
+
+with DAG("tony_killable", schedule=None, start_date=START, catchup=False):
+    TensorFlowOnYarnOperator(task_id="train", cluster_requirement="ps:1,worker:1", tensorboard=True,
+                             output_path="hdfs:///tmp/e2e/airflow-killable",
+                             script=str(PAYLOADS / "sleep.py"), poll_interval=1, **SMALL)
+
+with DAG("tony_deferrable", schedule=None, start_date=START, catchup=False):
+    deferred = TensorFlowOnYarnOperator(task_id="train", cluster_requirement="worker:1", deferrable=True,
+                                        script=str(PAYLOADS / "sleep.py"), env={"SLEEP_S": "5"},
+                                        poll_interval=1, **SMALL)
+    submit = TensorFlowOnYarnOperator(task_id="submit", cluster_requirement="worker:1", wait_for_completion=False,
+                                      script=str(PAYLOADS / "sleep.py"), env={"SLEEP_S": "5"}, **SMALL)
+    wait = YarnApplicationSensor(task_id="wait", application_id="{{ ti.xcom_pull(task_ids='submit') }}",
+                                 deferrable=True, poke_interval=1, timeout=300)
+    deferred >> submit >> wait

@@ -1,0 +1,139 @@
+"""The Airflow provider end to end: DAGs run by Airflow's dag.test() against the real local YARN + HDFS."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tony_airflow.providers.yarn.local_run import SUMMARY_MARK
+from tests.e2e.helpers import PAYLOADS, wait_terminal
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_DAGS = Path(__file__).resolve().parent / "airflow_dags" / "test_dags.py"
+
+
+@pytest.fixture(scope="module")
+def airflow_env(local_cluster, tmp_path_factory) -> dict[str, str]:
+    """A throwaway Airflow home and a `yarn_default` connection naming the test cluster."""
+    home = tmp_path_factory.mktemp("airflow-home")
+    conn = {"conn_type": "yarn", "host": local_cluster.rm_url.split("//", 1)[1],
+            "extra": {"hadoop_conf_dir": str(local_cluster.conf_dir)}}
+    return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW_CONN_YARN_DEFAULT": json.dumps(conn)}
+
+
+def _command(dag_file: Path, dag_id: str) -> list[str]:
+    return [sys.executable, "-m", "tony_airflow.providers.yarn.local_run", str(dag_file), dag_id]
+
+
+def run_dag(env: dict[str, str], dag_file: Path, dag_id: str, timeout: float = 600) -> tuple[dict, str]:
+    proc = subprocess.run(_command(dag_file, dag_id), env=env, capture_output=True, text=True, timeout=timeout)
+    return _summary(proc.stdout), proc.stdout + proc.stderr
+
+
+def _summary(out: str) -> dict:
+    lines = [line for line in out.splitlines() if line.startswith(SUMMARY_MARK)]
+    assert lines, out[-3000:]
+    return json.loads(lines[-1][len(SUMMARY_MARK):])
+
+
+def _apps_of(rm, dag_id: str, states=None):
+    return rm.applications(states=states, tags=[f"airflow_dag_id:{dag_id}"])
+
+
+def test_pipeline_dag_trains_on_yarn_and_evaluates_the_model(local_cluster, rm, airflow_env):
+    summary, log = run_dag(airflow_env, ROOT / "dags_examples" / "tony_pipeline.py", "tony_pipeline")
+    assert summary["state"] == "success", log[-4000:]
+    train = summary["xcoms"]["train"]
+    app_id = train["application_id"]
+    assert app_id.startswith("application_") and train["return_value"] == app_id
+    assert train["final_status"] == "SUCCEEDED" and rm.application(app_id).final_status == "SUCCEEDED"
+    assert train["tracking_url"].endswith(f"/proxy/{app_id}/")
+    assert train["tensorboard_url"] == train["tracking_url"] + "pages/tensorboard/"
+    assert train["_link_TensorBoardLink"] == train["tensorboard_url"]
+    assert train["_link_YarnApplicationLink"] == train["tracking_url"]
+    assert summary["xcoms"]["evaluate"]["return_value"]["accuracy"] > 0.8
+    report = summary["xcoms"]["report"]["return_value"]
+    assert report["application_id"] == app_id and report["tensorboard_url"] == train["tensorboard_url"]
+    tags = set(rm.application(app_id).tags)
+    assert {"airflow", "airflow_dag_id:tony_pipeline", "airflow_task_id:train"} <= tags
+
+
+def test_sensor_dag_waits_for_an_application_submitted_without_waiting(local_cluster, rm, airflow_env):
+    summary, log = run_dag(airflow_env, ROOT / "dags_examples" / "tony_sensor.py", "tony_sensor")
+    assert summary["state"] == "success", log[-4000:]
+    app_id = summary["xcoms"]["submit"]["return_value"]
+    assert summary["xcoms"]["wait"]["return_value"] == app_id
+    assert "final_status" not in summary["xcoms"]["submit"]  # it returned at submission
+    assert rm.application(app_id).final_status == "SUCCEEDED"
+    assert "UP_FOR_RESCHEDULE" in log.upper()  # the sensor gave its slot back between pokes
+
+
+def test_failed_training_fails_the_task_with_the_yarn_diagnostics(local_cluster, rm, airflow_env):
+    summary, log = run_dag(airflow_env, TEST_DAGS, "tony_failing")
+    assert summary["state"] == "failed" and summary["tasks"]["train"] == "failed"
+    app_id = summary["xcoms"]["train"]["application_id"]
+    report = rm.application(app_id)
+    assert report.final_status == "FAILED" and "loss is NaN" in report.diagnostics
+    assert summary["xcoms"]["train"]["final_status"] == "FAILED"
+    assert f"{app_id} FAILED: " in log and "ValueError: loss is NaN" in log
+
+
+def test_killing_the_running_task_kills_the_application(local_cluster, rm, airflow_env):
+    proc = subprocess.Popen(_command(TEST_DAGS, "tony_killable"), env=airflow_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not _apps_of(rm, "tony_killable", ["RUNNING"]):
+            assert time.monotonic() < deadline and proc.poll() is None, "the training never ran"
+            time.sleep(0.5)
+        app_id = _apps_of(rm, "tony_killable", ["RUNNING"])[0].id
+        # the links are in Airflow's database while the job runs, not only at the end of the task
+        db = sqlite3.connect(Path(airflow_env["AIRFLOW_HOME"]) / "airflow.db")
+        links = dict(db.execute("SELECT key, value FROM xcom WHERE dag_id='tony_killable'").fetchall())
+        db.close()
+        assert app_id in json.loads(links["_link_YarnApplicationLink"])
+        assert json.loads(links["_link_TensorBoardLink"]).endswith("/pages/tensorboard/")
+        proc.send_signal(signal.SIGTERM)  # what Airflow's supervisor does to a task that is killed
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    report = wait_terminal(rm, app_id, timeout=60)
+    assert report.state == "KILLED", out[-3000:]
+    assert f"Killing application {app_id}" in out
+    assert _summary(out)["tasks"]["train"] == "failed"
+
+
+def test_deferrable_operator_and_sensor_wait_in_the_trigger(local_cluster, rm, airflow_env):
+    summary, log = run_dag(airflow_env, TEST_DAGS, "tony_deferrable")
+    assert summary["state"] == "success", log[-4000:]
+    assert log.count("running trigger in line") == 2  # the operator and the sensor both deferred
+    for task in ("train", "submit"):
+        assert rm.application(summary["xcoms"][task]["application_id"]).final_status == "SUCCEEDED"
+    assert summary["xcoms"]["train"]["final_status"] == "SUCCEEDED"
+    assert summary["xcoms"]["wait"]["return_value"] == summary["xcoms"]["submit"]["application_id"]
+
+
+def test_a_retry_reconnects_to_the_running_application(local_cluster, rm):
+    """Try 1 submits and its worker dies; try 2 finds the id in the task state store and waits for it."""
+    from tests.unit.airflow_context import DictStore, task_context
+    from tony_airflow.providers.yarn.operators.tensorflow import TensorFlowOnYarnOperator
+
+    args = {"task_id": "train", "cluster_requirement": "worker:1", "task_memory": "512", "poll_interval": 1,
+            "script": str(PAYLOADS / "sleep.py"), "command": "python3 ${DTF_TASK_SCRIPT}", "env": {"SLEEP_S": "8"}}
+    store, run_id = DictStore(), f"reconnect_{time.time_ns()}"
+    first = TensorFlowOnYarnOperator(wait_for_completion=False, **args)
+    app_id = first.execute(task_context(store, run_id))  # try 1 ends here, as if its worker crashed
+    retry_ctx = task_context(store, run_id)
+    assert TensorFlowOnYarnOperator(**args).execute(retry_ctx) == app_id
+    assert retry_ctx["ti"].xcoms["final_status"] == "SUCCEEDED"
+    assert [a.id for a in rm.applications(tags=[f"airflow_run_id:{run_id}"])] == [app_id]

@@ -1,0 +1,92 @@
+"""A fake ResourceManager REST API for unit tests of the Airflow provider (never used end to end).
+
+Each application steps through a scripted list of (state, finalStatus) on
+every GET; a PUT to /state kills it. Requests are counted so tests can bound them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class FakeApp:
+    states: list[tuple[str, str]]
+    diagnostics: str = ""
+    tags: str = ""
+    gets: int = 0
+    killed_by: str | None = None
+
+    def current(self) -> tuple[str, str]:
+        return self.states[min(self.gets, len(self.states) - 1)]
+
+
+@dataclass
+class FakeResourceManager:
+    apps: dict[str, FakeApp] = field(default_factory=dict)
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    fail_with: int | None = None  # answer every request with this HTTP status
+
+    def start(self) -> "FakeResourceManager":
+        rm = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _app(self):
+                rm.requests.append((self.command, self.path))
+                if rm.fail_with:
+                    self._send(rm.fail_with, {"RemoteException": {"message": "fake RM failure"}})
+                    return None, None
+                app_id = self.path.split("?")[0].split("/")[5]
+                app = rm.apps.get(app_id)
+                if app is None:
+                    self._send(404, {"RemoteException": {"message": f"app with id: {app_id} not found"}})
+                return app_id, app
+
+            def do_GET(self):
+                app_id, app = self._app()
+                if app is None:
+                    return
+                state, final = app.current()
+                app.gets += 1
+                self._send(200, {"app": {"id": app_id, "state": state, "finalStatus": final,
+                                         "diagnostics": app.diagnostics if state != "RUNNING" else "",
+                                         "trackingUrl": f"{rm.url}/proxy/{app_id}/", "applicationTags": app.tags}})
+
+            def do_PUT(self):
+                app_id, app = self._app()
+                if app is None:
+                    return
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                app.killed_by = self.path.split("user.name=")[-1] if "user.name=" in self.path else ""
+                app.states = [("KILLED", "KILLED")]
+                app.diagnostics = "Application killed by user."
+                self._send(202, {"state": "KILLED"})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def count(self, method: str) -> int:
+        return sum(1 for m, _ in self.requests if m == method)

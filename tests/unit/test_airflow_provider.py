@@ -1,0 +1,332 @@
+"""The Airflow provider against a fake ResourceManager: hook, operator, sensor, trigger, links, registration."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.airflow_context import DictStore, task_context
+from tests.unit.fake_rm import FakeApp, FakeResourceManager
+
+airflow = pytest.importorskip("airflow")
+
+from airflow.sdk import PokeReturnValue  # noqa: E402
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred  # noqa: E402
+
+from tony_airflow.core.client import JobHandle  # noqa: E402
+from tony_airflow.errors import UsageError  # noqa: E402
+from tony_airflow.providers.yarn.get_provider_info import get_provider_info  # noqa: E402
+from tony_airflow.providers.yarn.hooks.yarn import YarnHook, YarnSettings  # noqa: E402
+from tony_airflow.providers.yarn.links.yarn import TensorBoardLink, YarnApplicationLink  # noqa: E402
+from tony_airflow.providers.yarn.operators.tensorflow import TensorFlowOnYarnOperator  # noqa: E402
+from tony_airflow.providers.yarn.sensors.yarn import YarnApplicationSensor  # noqa: E402
+from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger  # noqa: E402
+from tony_airflow.yarn.rest import ResourceManagerClient  # noqa: E402
+
+APP = "application_1699999999999_0042"
+RUNNING = [("ACCEPTED", "UNDEFINED"), ("RUNNING", "UNDEFINED"), ("RUNNING", "UNDEFINED")]
+
+
+@pytest.fixture
+def fake_rm(monkeypatch):
+    rm = FakeResourceManager().start()
+    monkeypatch.setenv("AIRFLOW_CONN_FAKE_YARN", json.dumps(
+        {"conn_type": "yarn", "host": rm.url.split("//")[1], "login": "alice", "extra": {"queue": "ml"}}))
+    yield rm
+    rm.stop()
+
+
+class FakeTonyClient:
+    """Submits by adding an application to the fake RM; the handle polls the fake RM for real."""
+
+    def __init__(self, rm: FakeResourceManager, states: list[tuple[str, str]], diagnostics: str = "") -> None:
+        self.rm, self.states, self.diagnostics = rm, states, diagnostics
+        self.submitted: list[Any] = []
+
+    def submit(self, job):
+        job_id = f"application_1700000000000_{len(self.submitted) + 1:04d}"
+        self.rm.apps[job_id] = FakeApp(list(self.states), diagnostics=self.diagnostics, tags=",".join(job.tags))
+        self.submitted.append(job)
+        return self.handle(job_id)
+
+    def handle(self, app_id: str) -> JobHandle:
+        return JobHandle(app_id, ResourceManagerClient(self.rm.url, user="alice"))
+
+    def close(self) -> None:
+        pass
+
+
+def _operator(fake_rm, monkeypatch, states=None, diagnostics="", **kwargs) -> tuple[TensorFlowOnYarnOperator, FakeTonyClient]:
+    client = FakeTonyClient(fake_rm, states or RUNNING + [("FINISHED", "SUCCEEDED")], diagnostics)
+    monkeypatch.setattr(YarnHook, "tony_client", lambda self: client)
+    args = {"task_id": "train", "cluster_requirement": "worker:2", "command": "python3 train.py",
+            "yarn_conn_id": "fake_yarn", "poll_interval": 0.01, **kwargs}
+    return TensorFlowOnYarnOperator(**args), client
+
+
+# ------------------------------------------------------------ registration
+def test_provider_info_matches_airflows_schema_and_names_importable_classes():
+    import jsonschema
+
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    info = get_provider_info()
+    jsonschema.validate(info, schema)
+    for dotted in info["extra-links"] + [c["hook-class-name"] for c in info["connection-types"]]:
+        module, _, name = dotted.rpartition(".")
+        assert getattr(importlib.import_module(module), name)
+    for kind in ("hooks", "operators", "sensors", "triggers"):
+        for entry in info[kind]:
+            for module in entry["python-modules"]:
+                importlib.import_module(module)
+
+
+def test_providers_manager_finds_the_provider_and_its_connection_type():
+    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    pm = ProvidersManager()
+    assert "tony-airflow" in pm.providers
+    assert "tony_airflow.providers.yarn.links.yarn.TensorBoardLink" in pm.extra_links_class_names
+    hook = ProvidersManagerTaskRuntime().hooks["yarn"]
+    assert hook.hook_class_name == "tony_airflow.providers.yarn.hooks.yarn.YarnHook"
+
+
+# -------------------------------------------------------------------- hook
+def test_hook_reads_an_ha_connection_with_port_and_https():
+    from airflow.sdk import Connection
+
+    conn = Connection(conn_id="c", conn_type="yarn", host="rm1,rm2", port=8090, schema="https", login="bob",
+                      extra=json.dumps({"hadoop_conf_dir": "/etc/hadoop/conf", "queue": "ml"}))
+    s = YarnSettings.from_connection(conn)
+    assert s.rm_addresses == ["https://rm1:8090", "https://rm2:8090"]
+    assert (s.hadoop_conf_dir, s.queue, s.user, s.auth) == ("/etc/hadoop/conf", "ml", "bob", "simple")
+
+
+@pytest.mark.parametrize("extra, field", [
+    ({"queu": "x"}, "unknown extra 'queu'"),
+    ({"auth": "digest"}, "auth 'digest'; allowed: simple, kerberos"),
+    ({"auth": "kerberos"}, "needs extras 'principal' and 'keytab'"),
+])
+def test_hook_refuses_a_bad_connection_in_one_line(extra, field):
+    from airflow.sdk import Connection
+
+    with pytest.raises(UsageError, match=field) as err:
+        YarnSettings.from_connection(Connection(conn_id="c", conn_type="yarn", host="rm", extra=json.dumps(extra)))
+    assert "\n" not in str(err.value)
+
+
+def test_hook_without_yarn_default_uses_hadoop_conf_dir(tmp_path, monkeypatch):
+    from tony_airflow.yarn.hadoop_conf import write_site
+
+    write_site(tmp_path / "yarn-site.xml", {"yarn.resourcemanager.webapp.address": "rm.example:8088"})
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))
+    monkeypatch.delenv("AIRFLOW_CONN_YARN_DEFAULT", raising=False)
+    assert YarnHook().settings.rm_addresses == ["http://rm.example:8088"]
+
+
+def test_hook_report_and_kill_sync_and_async(fake_rm):
+    fake_rm.apps[APP] = FakeApp(list(RUNNING))
+    hook = YarnHook("fake_yarn")
+    assert hook.application_report(APP).state == "ACCEPTED"
+    assert asyncio.run(hook.async_application_report(APP)).state == "RUNNING"
+    asyncio.run(hook.async_kill_application(APP))
+    assert fake_rm.apps[APP].killed_by == "alice"
+    assert hook.application_report(APP).final_status == "KILLED"
+
+
+# ----------------------------------------------------------------- trigger
+def _events(trigger: YarnApplicationTrigger) -> list[dict]:
+    async def collect():
+        return [event.payload async for event in trigger.run()]
+    return asyncio.run(collect())
+
+
+def test_trigger_serialize_round_trips():
+    trigger = YarnApplicationTrigger(APP, ["http://rm1:8088", "http://rm2:8088"], user="alice", poll_interval=2.5)
+    classpath, kwargs = trigger.serialize()
+    module, _, name = classpath.rpartition(".")
+    again = getattr(importlib.import_module(module), name)(**kwargs)
+    assert again.serialize() == (classpath, kwargs)
+    assert json.loads(json.dumps(kwargs)) == kwargs  # what the triggerer stores must be plain JSON
+
+
+@pytest.mark.parametrize("final, status", [("SUCCEEDED", "success"), ("FAILED", "failed")])
+def test_trigger_yields_one_event_when_the_application_ends(fake_rm, final, status):
+    fake_rm.apps[APP] = FakeApp(RUNNING + [("FINISHED", final)], diagnostics="worker:1 exit 1: loss is NaN")
+    events = _events(YarnApplicationTrigger(APP, [fake_rm.url], poll_interval=0.01))
+    assert [e["status"] for e in events] == [status]
+    assert events[0]["final_status"] == final
+    assert fake_rm.count("GET") == 4  # one request per poll, no more
+
+
+def test_trigger_turns_rm_errors_into_an_error_event(fake_rm):
+    fake_rm.fail_with = 500
+    events = _events(YarnApplicationTrigger(APP, [fake_rm.url], poll_interval=0.01))
+    assert len(events) == 1 and events[0]["status"] == "error" and "fake RM failure" in events[0]["message"]
+    assert fake_rm.count("GET") == 3  # MAX_CONSECUTIVE_ERRORS
+
+
+def test_trigger_on_kill_kills_a_running_application(fake_rm):
+    fake_rm.apps[APP] = FakeApp([("RUNNING", "UNDEFINED")])
+    asyncio.run(YarnApplicationTrigger(APP, [fake_rm.url], user="alice").on_kill())
+    assert fake_rm.apps[APP].killed_by == "alice"
+
+
+# ---------------------------------------------------------------- operator
+def test_operator_pushes_xcoms_at_submit_and_final_status_at_the_end(fake_rm, monkeypatch):
+    op, client = _operator(fake_rm, monkeypatch, tensorboard=True, output_path="hdfs:///out")
+    ctx = task_context()
+    assert op.execute(ctx) == "application_1700000000000_0001"
+    xcoms = ctx["ti"].xcoms
+    url = f"{fake_rm.url}/proxy/application_1700000000000_0001/"
+    assert xcoms["application_id"] == "application_1700000000000_0001"
+    assert xcoms["tracking_url"] == url and xcoms["tensorboard_url"] == url + "pages/tensorboard/"
+    assert xcoms[YarnApplicationLink().xcom_key] == url and xcoms[TensorBoardLink().xcom_key].endswith("/tensorboard/")
+    assert ctx["ti"].pushes[-1] == "final_status" and xcoms["final_status"] == "SUCCEEDED"
+    job = client.submitted[0]
+    assert job.queue == "ml" and job.tasks["worker"].instances == 2 and "tensorboard" in job.tasks
+    assert "airflow_dag_id:dag" in job.tags and "airflow_task_id:train" in job.tags
+    assert ctx["task_state_store"].get(op.external_id_key) == "application_1700000000000_0001"
+
+
+def test_operator_logs_on_state_changes_only(fake_rm, monkeypatch, caplog):
+    states = [("ACCEPTED", "UNDEFINED")] * 5 + [("RUNNING", "UNDEFINED")] * 20 + [("FINISHED", "SUCCEEDED")]
+    op, _ = _operator(fake_rm, monkeypatch, states=states)
+    lines: list[str] = []
+    monkeypatch.setattr(op, "_log_change", lambda report, progress: lines.append(report.state))
+    op.execute(task_context())
+    assert lines == ["ACCEPTED", "RUNNING", "FINISHED"]
+
+
+def test_operator_failure_carries_the_yarn_diagnostics(fake_rm, monkeypatch):
+    op, _ = _operator(fake_rm, monkeypatch, states=RUNNING + [("FINISHED", "FAILED")],
+                      diagnostics="worker:1 exited with code 1 on host h: ValueError: loss is NaN")
+    ctx = task_context()
+    with pytest.raises(AirflowException, match="FAILED: worker:1 exited with code 1 .*loss is NaN"):
+        op.execute(ctx)
+    assert ctx["ti"].xcoms["final_status"] == "FAILED"
+
+
+@pytest.mark.parametrize("kwargs, line", [
+    ({"cluster_requirement": "worker:two"}, "cluster_requirement"),
+    ({"task_memory": "lots"}, "task_memory"),
+    ({"env": {"1BAD": "x"}}, "env"),
+    ({"conf": {"timeouts": {"forever": 1}}}, "timeouts"),
+    ({"conf": {"client": True}}, "client"),
+])
+def test_operator_bad_input_fails_without_retry_and_submits_nothing(fake_rm, monkeypatch, kwargs, line):
+    op, client = _operator(fake_rm, monkeypatch, **kwargs)
+    with pytest.raises(AirflowFailException) as err:
+        op.execute(task_context())
+    assert str(err.value).startswith(line) and "\n" not in str(err.value)
+    assert client.submitted == [] and fake_rm.requests == []
+
+
+def test_operator_without_waiting_returns_once_submitted(fake_rm, monkeypatch):
+    op, _ = _operator(fake_rm, monkeypatch, wait_for_completion=False)
+    ctx = task_context()
+    assert op.execute(ctx) == "application_1700000000000_0001"
+    assert "final_status" not in ctx["ti"].xcoms
+
+
+def test_operator_deferrable_defers_to_the_trigger_and_completes_from_its_event(fake_rm, monkeypatch):
+    op, _ = _operator(fake_rm, monkeypatch, deferrable=True, poll_interval=7)
+    ctx = task_context()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(ctx)
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, YarnApplicationTrigger) and deferred.value.method_name == "execute_complete"
+    assert trigger.application_id == "application_1700000000000_0001" and trigger.poll_interval == 7
+    assert trigger.rm_addresses == [fake_rm.url] and trigger.user == "alice"
+    ok = {"status": "success", "application_id": trigger.application_id, "final_status": "SUCCEEDED"}
+    assert op.execute_complete(ctx, ok) == trigger.application_id
+    with pytest.raises(AirflowException, match="KILLED: killed by alice"):
+        op.execute_complete(ctx, {**ok, "status": "killed", "final_status": "KILLED", "diagnostics": "killed by alice"})
+    with pytest.raises(AirflowException, match="cannot watch"):
+        op.execute_complete(ctx, {"status": "error", "application_id": "x", "message": "cannot watch x"})
+
+
+def test_operator_on_kill_kills_its_application(fake_rm, monkeypatch):
+    op, _ = _operator(fake_rm, monkeypatch, wait_for_completion=False, states=[("RUNNING", "UNDEFINED")])
+    op.execute(task_context())
+    op.on_kill()
+    assert fake_rm.apps["application_1700000000000_0001"].killed_by == "alice"
+
+
+@pytest.mark.parametrize("prior, submits", [
+    ([("RUNNING", "UNDEFINED"), ("FINISHED", "SUCCEEDED")], 0),  # still running: reconnect
+    ([("FINISHED", "SUCCEEDED")], 0),  # already succeeded: just return it
+    ([("FINISHED", "FAILED")], 1),  # failed: a fresh submission
+])
+def test_operator_retry_reconnects_instead_of_submitting_again(fake_rm, monkeypatch, prior, submits):
+    fake_rm.apps[APP] = FakeApp(prior)
+    op, client = _operator(fake_rm, monkeypatch)
+    ctx = task_context(DictStore(**{TensorFlowOnYarnOperator.external_id_key: APP}))
+    result = op.execute(ctx)
+    assert len(client.submitted) == submits
+    assert (result == APP) == (submits == 0)
+    assert ctx["ti"].xcoms["final_status"] == "SUCCEEDED" and ctx["ti"].xcoms["application_id"] == result
+
+
+def test_operator_templates_its_string_arguments():
+    op = TensorFlowOnYarnOperator(task_id="t", cluster_requirement="worker:{{ params.n }}",
+                                  command="train.py --date {{ ds }}", output_path="hdfs:///m/{{ ds }}",
+                                  env={"RUN": "{{ run_id }}"}, yarn_queue="{{ params.q }}")
+    op.render_template_fields({"params": {"n": 2, "q": "ml"}, "ds": "2026-11-21", "run_id": "r1"})
+    assert (op.cluster_requirement, op.command, op.output_path, op.env, op.yarn_queue) == (
+        "worker:2", "train.py --date 2026-11-21", "hdfs:///m/2026-11-21", {"RUN": "r1"}, "ml")
+
+
+# ------------------------------------------------------------------- links
+def test_links_read_the_url_xcoms_and_hide_when_empty(monkeypatch):
+    from airflow.sdk.execution_time import xcom
+
+    values = {"tracking_url": "http://rm/proxy/app/", "tensorboard_url": ""}
+    monkeypatch.setattr(xcom.XCom, "get_value", classmethod(lambda cls, *, ti_key, key: values.get(key)))
+    assert YarnApplicationLink().get_link(None, ti_key=object()) == "http://rm/proxy/app/"
+    assert TensorBoardLink().get_link(None, ti_key=object()) == ""
+    assert {YarnApplicationLink().name, TensorBoardLink().name} == {"YARN application", "TensorBoard"}
+
+
+# ------------------------------------------------------------------ sensor
+def _sensor(**kwargs) -> YarnApplicationSensor:
+    return YarnApplicationSensor(task_id="wait", application_id=APP, yarn_conn_id="fake_yarn",
+                                 poke_interval=0.01, **kwargs)
+
+
+def test_sensor_pokes_until_succeeded(fake_rm):
+    fake_rm.apps[APP] = FakeApp(RUNNING + [("FINISHED", "SUCCEEDED")])
+    sensor = _sensor()
+    results = [sensor.poke({}) for _ in range(4)]
+    assert results[:3] == [False, False, False]
+    assert isinstance(results[3], PokeReturnValue) and results[3].xcom_value == APP
+
+
+@pytest.mark.parametrize("final", ["FAILED", "KILLED"])
+def test_sensor_fails_without_retry_with_the_diagnostics(fake_rm, final):
+    fake_rm.apps[APP] = FakeApp([(final if final == "KILLED" else "FINISHED", final)], diagnostics="ps:0 lost")
+    with pytest.raises(AirflowFailException, match=f"{APP} {final}: ps:0 lost"):
+        _sensor().poke({})
+
+
+def test_sensor_refuses_what_is_not_an_application_id(fake_rm):
+    with pytest.raises(AirflowFailException, match="application_id: 'None' is not a YARN application id"):
+        YarnApplicationSensor(task_id="w", application_id="None", yarn_conn_id="fake_yarn").poke({})
+    assert fake_rm.requests == []
+
+
+def test_sensor_deferrable_defers_while_running_and_not_when_done(fake_rm):
+    fake_rm.apps[APP] = FakeApp([("RUNNING", "UNDEFINED")])
+    with pytest.raises(TaskDeferred) as deferred:
+        _sensor(deferrable=True, timeout=60).execute({})
+    assert deferred.value.trigger.kill_on_task_kill is False  # a sensor does not own the application
+    fake_rm.apps[APP] = FakeApp([("FINISHED", "SUCCEEDED")])
+    assert _sensor(deferrable=True).execute({}) == APP
+    with pytest.raises(AirflowFailException, match="FAILED: boom"):
+        _sensor().execute_complete({}, {"status": "failed", "application_id": APP, "final_status": "FAILED",
+                                        "diagnostics": "boom"})
