@@ -27,19 +27,9 @@ def tony_pipeline():
     @task
     def prepare(run_id: str | None = None) -> dict[str, str]:
         """Write the train/test split as .npz into a fresh HDFS directory of this run."""
-        import tempfile
+        from tony_airflow.examples.pipeline_steps import prepare as prepare_data
 
-        from tony_airflow.examples.digits_data import write_npz
-        from tony_airflow.yarn.hdfs import webhdfs
-
-        run_dir = f"{ROOT}/{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id or 'manual')}"
-        fs = webhdfs()
-        if fs.exists(run_dir):
-            fs.rm(run_dir, recursive=True)
-        with tempfile.TemporaryDirectory() as local:
-            for path in write_npz(local):
-                fs.put(path, f"{run_dir}/data/{path.rsplit('/', 1)[1]}")
-        return {"input": f"hdfs://{run_dir}/data", "output": f"hdfs://{run_dir}/model"}
+        return prepare_data(f"{ROOT}/{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id or 'manual')}")
 
     paths = prepare()
 

@@ -124,10 +124,11 @@ def progress_text(app_id: str, report: ApplicationReport, progress: Progress | N
 class ProgressPrinter:
     """One live line on a terminal; plain lines, on changes only, otherwise."""
 
-    def __init__(self, app_id: str, stream=sys.stderr, tensorboard: bool = False):
+    def __init__(self, app_id: str, stream=sys.stderr, tensorboard: bool = False, out=None):
         self.app_id = app_id
         self.tensorboard = tensorboard
         self.stream = stream
+        self.out = out  # where the URLs go (default stdout; Oozie keeps stdout for its key=value lines)
         self.live = stream.isatty()
         self._last = ""
         self._tracking_shown = False
@@ -138,9 +139,9 @@ class ProgressPrinter:
             if self.live and self._last:
                 self.stream.write("\r\033[K")
                 self._last = ""
-            print(f"Tracking URL: {report.tracking_url}", flush=True)
+            print(f"Tracking URL: {report.tracking_url}", file=self.out or sys.stdout, flush=True)
             if self.tensorboard:
-                print(f"TensorBoard: {tensorboard_url(report.tracking_url)}", flush=True)
+                print(f"TensorBoard: {tensorboard_url(report.tracking_url)}", file=self.out or sys.stdout, flush=True)
         text = progress_text(self.app_id, report, progress)
         if text == self._last:
             return

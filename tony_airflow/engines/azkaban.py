@@ -1,0 +1,184 @@
+"""The Azkaban jobtype's entry point: `$JOB_PROP_FILE` -> job spec -> YARN, for `type=tensorflow`.
+
+Azkaban's ProcessJob runs this (`tony-azkaban`, named by the plugin's
+`plugin.properties`) with the job's flattened properties in $JOB_PROP_FILE and
+reads $JOB_OUTPUT_PROP_FILE back for the downstream jobs. Keys are TonY's own
+Azkaban jobtype keys and the seed-001 job fields; keys in our namespaces that
+we do not know (or that look like a typo of one) are refused in one line.
+Other keys are left alone: Azkaban puts its own and the flow's parameters in
+the same file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import javaproperties
+
+from tony_airflow.core.spec import build_job_spec, parse_env_pairs
+from tony_airflow.engines.runner import Outcome, run_to_completion
+from tony_airflow.errors import UsageError
+
+# seed-001 / job-file fields accepted as they are; the seed's `command` is `task_command` here, because
+# `command` is what Azkaban's ProcessJob itself runs (this entry point, set by plugin.properties)
+SEED_KEYS = ("cluster_requirement", "task_command", "task_memory", "task_vcores", "task_gpus", "node_label", "input",
+             "output", "script", "docker_image", "name", "queue", "max_attempts", "tensorboard", "framework",
+             "python", "tracked", "untracked", "sidecar", "tags")
+# TonY's Azkaban jobtype keys
+TONY_KEYS = ("executes", "task_params", "src_dir", "python_venv", "python_binary_path", "tensorboard_log_dir")
+TONY_APPLICATION_KEYS = {"tony.application.name": "name", "tony.application.tags": "tags",
+                         "tony.application.timeout": "timeout", "tony.yarn.queue": "queue",
+                         "tony.application.tensorboard-log-dir": "tensorboard_log_dir"}
+TONY_TASK = re.compile(r"^tony\.(?P<type>[a-z][a-z0-9_]*)\.(?P<field>[a-z-]+)$")
+TONY_TASK_FIELDS = {"instances": "instances", "memory": "memory", "vcores": "vcores", "gpus": "gpus",
+                    "node-label": "node_label", "command": "command"}
+ENV_PREFIX = "worker_env."
+OURS = SEED_KEYS + TONY_KEYS + tuple(TONY_APPLICATION_KEYS)
+# what Azkaban itself writes into every job's properties
+AZKABAN_TAG_KEYS = {"azkaban.flow.execid": "azkaban_exec_id", "azkaban.flow.flowid": "azkaban_flow_id",
+                    "azkaban.flow.projectname": "azkaban_project", "azkaban.job.id": "azkaban_job_id"}
+
+
+def read_job_props(path: str) -> dict[str, str]:
+    """Java properties syntax, escapes and continuation lines included (the `javaproperties` package)."""
+    try:
+        with open(path, encoding="latin-1") as fh:  # Java's Properties.load reads ISO 8859-1
+            return javaproperties.load(fh)
+    except OSError as exc:
+        raise UsageError(f"JOB_PROP_FILE: cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise UsageError(f"JOB_PROP_FILE: {path} is not a Java properties file: {exc}") from None
+
+
+def _check_unknown(props: Mapping[str, str]) -> None:
+    for key in props:
+        if key in OURS or key.startswith(ENV_PREFIX):
+            continue
+        if TONY_TASK.match(key) and not key.startswith(("tony.application.", "tony.yarn.")):
+            continue
+        if key.startswith("tony."):
+            raise UsageError(f"{key}: unknown key; allowed: tony.<type>.(instances|memory|vcores|gpus|node-label|"
+                             f"command), {', '.join(TONY_APPLICATION_KEYS)}")
+        near = difflib.get_close_matches(key, OURS, n=1, cutoff=0.85)
+        if near:
+            raise UsageError(f"{key}: unknown key; did you mean {near[0]!r}?")
+
+
+def job_options(props: Mapping[str, str]) -> dict[str, Any]:
+    """The job's properties as the core's job options."""
+    _check_unknown(props)
+    opts: dict[str, Any] = {k: v for k, v in props.items() if k in SEED_KEYS and v != ""}
+    if "task_command" in opts:
+        opts["command"] = opts.pop("task_command")
+    for key, field in TONY_APPLICATION_KEYS.items():
+        if props.get(key, "") != "":
+            opts[field] = props[key]
+
+    tasks: dict[str, dict[str, Any]] = {}
+    for key, value in props.items():
+        m = TONY_TASK.match(key)
+        if not m or key.startswith("tony.application.") or key.startswith("tony.yarn."):
+            continue
+        field = TONY_TASK_FIELDS.get(m["field"])
+        if field is None:
+            raise UsageError(f"{key}: unknown task field {m['field']!r}; allowed: {', '.join(TONY_TASK_FIELDS)}")
+        tasks.setdefault(m["type"], {})[field] = value
+    if tasks:
+        if "cluster_requirement" in opts:
+            raise UsageError("cluster_requirement: give either cluster_requirement or tony.<type>.instances, not both")
+        for type_, body in tasks.items():
+            if "instances" not in body:
+                raise UsageError(f"tony.{type_}.instances: missing; every tony.{type_}.* needs it")
+        opts["tasks"] = tasks
+
+    env = [f"{k[len(ENV_PREFIX):]}={v}" for k, v in props.items() if k.startswith(ENV_PREFIX)]
+    if env:
+        opts["env"] = parse_env_pairs(env)
+
+    executes = props.get("executes", "")
+    if executes:
+        if opts.get("command"):
+            raise UsageError("executes: give either executes (+ task_params) or task_command, not both")
+        python = props.get("python_binary_path") or "python3"
+        if props.get("python_venv") and props.get("python_binary_path"):
+            python = f"venv/{props['python_binary_path']}"  # inside the unpacked environment
+        opts["command"] = " ".join([shlex.quote(python), shlex.quote(executes), props.get("task_params", "")]).strip()
+    elif props.get("task_params"):
+        raise UsageError("task_params: needs executes (the Python file the parameters are for)")
+    for key in ("src_dir", "python_venv"):
+        if props.get(key):
+            opts[key] = props[key]
+
+    timeout = opts.pop("timeout", None)
+    if timeout is not None:
+        try:
+            ms = int(timeout)
+        except ValueError:
+            raise UsageError(f"tony.application.timeout: {timeout!r} is not a number of milliseconds") from None
+        opts["timeouts"] = {"application": ms / 1000.0}
+    log_dir = opts.pop("tensorboard_log_dir", None) or props.get("tensorboard_log_dir")
+    if log_dir:
+        output = opts.setdefault("output", log_dir)
+        if log_dir.rstrip("/") != output.rstrip("/") and not log_dir.startswith(output.rstrip("/") + "/"):
+            raise UsageError(f"tensorboard log dir: {log_dir!r} must be the output path {output!r} or under it "
+                             "(TensorBoard reads the output path)")
+        opts["tensorboard"] = True
+    if "tensorboard" in opts and isinstance(opts["tensorboard"], str):
+        value = opts["tensorboard"].strip().lower()
+        if value not in ("true", "false"):
+            raise UsageError(f"tensorboard: {opts['tensorboard']!r}; allowed: true, false")
+        opts["tensorboard"] = value == "true"
+    tags = [t for t in str(opts.get("tags") or "").split(",") if t]
+    opts["tags"] = tags + [f"{tag}:{props[key]}"[:100] for key, tag in AZKABAN_TAG_KEYS.items() if props.get(key)]
+    return opts
+
+
+def write_output_props(path: str | None, outcome: Outcome) -> None:
+    """A flat JSON object: what Azkaban's AbstractProcessJob reads into the job's output properties."""
+    if not path:
+        return
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(outcome.outputs()))
+    os.replace(tmp, path)
+
+
+def run(env: Mapping[str, str]) -> int:
+    prop_file = env.get("JOB_PROP_FILE")
+    if not prop_file:
+        raise UsageError("JOB_PROP_FILE: not set; this entry point is run by Azkaban's ProcessJob")
+    job = build_job_spec(job_options(read_job_props(prop_file)))
+
+    def submitted(app_id: str) -> None:
+        print(f"Submitted application {app_id}", flush=True)  # Azkaban finds application ids in the log
+
+    outcome = run_to_completion(job, on_submitted=submitted, log=sys.stdout,
+                                on_outcome=lambda o: write_output_props(env.get("JOB_OUTPUT_PROP_FILE"), o))
+    return outcome.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from tony_airflow.cli import run as run_cli
+
+    def parse_and_run(_args: Any) -> int:
+        return run(os.environ)
+
+    def factory():
+        from tony_airflow.cli import OneLineParser
+
+        p = OneLineParser(prog="tony-azkaban", description="Azkaban jobtype entry point: runs the job whose "
+                                                           "properties are in $JOB_PROP_FILE on YARN.")
+        p.set_defaults(func=parse_and_run)
+        return p
+
+    sys.exit(run_cli(argv, factory))
+
+
+if __name__ == "__main__":
+    main()
