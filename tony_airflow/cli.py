@@ -59,6 +59,12 @@ def _submit(args: argparse.Namespace) -> int:
     return submit_and_wait(args)
 
 
+def _oozie(args: argparse.Namespace) -> int:
+    from tony_airflow.engines.oozie import workflow_command
+
+    return workflow_command(args.options)
+
+
 def _check_app_id(app_id: str) -> str:
     if not APP_ID.match(app_id):
         raise UsageError(f"application_id: {app_id!r} is malformed; allowed: application_<cluster ts>_<seq>")
@@ -126,6 +132,11 @@ def build_parser() -> OneLineParser:
     add_job_options(submit)
     submit.add_argument("--no-wait", action="store_true", help="return once the application is submitted")
     submit.set_defaults(func=_submit)
+    oozie = sub.add_parser("oozie", help="write an Oozie workflow.xml (or action) that runs a training job")
+    oozie.add_argument("what", choices=("workflow",))
+    oozie.add_argument("options", nargs=argparse.REMAINDER,
+                       help="workflow options and ytf-submit's job options (see `tony oozie workflow --help`)")
+    oozie.set_defaults(func=_oozie)
     for name, func, text in (("status", _status, "show an application's state"),
                              ("kill", _kill, "kill a running application"),
                              ("logs", _logs, "print an application's container logs")):

@@ -88,7 +88,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
-def job_from_args(args: argparse.Namespace):
+def job_from_args(args: argparse.Namespace, check_paths: bool = True):
     opts = options_from_args(args)
     type_commands = opts.pop("_type_commands", None)
     if type_commands:
@@ -98,13 +98,13 @@ def job_from_args(args: argparse.Namespace):
             if not sep or not name.strip() or not command.strip():
                 raise UsageError(f"--command: {pair!r} is malformed; allowed: TYPE=COMMAND")
             per_type[name.strip()] = command
-        job = build_job_spec(opts)
+        job = build_job_spec(opts, check_paths=check_paths)
         for name, command in per_type.items():
             if name not in job.tasks:
                 raise UsageError(f"--command: names unknown type {name!r}; allowed: {', '.join(job.tasks)}")
             job.tasks[name].command = command
-        return job.validate()
-    return build_job_spec(opts)
+        return job.validate(check_paths=check_paths)
+    return build_job_spec(opts, check_paths=check_paths)
 
 
 def progress_text(app_id: str, report: ApplicationReport, progress: Progress | None) -> str:

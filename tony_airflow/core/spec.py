@@ -342,11 +342,13 @@ def _as_list(value: Any, field_name: str) -> list[str]:
     raise UsageError(f"{field_name}: expected a list or a comma-separated string, not {type(value).__name__}")
 
 
-def build_job_spec(options: Mapping[str, Any]) -> JobSpec:
+def build_job_spec(options: Mapping[str, Any], check_paths: bool = True) -> JobSpec:
     """Build and validate (without the cluster) a JobSpec from front-end options.
 
     `options` holds the job-file keys above; every front end (CLI, Airflow,
-    Azkaban, Oozie) maps its own input onto them and calls this.
+    Azkaban, Oozie) maps its own input onto them and calls this. `check_paths`
+    is off only where the paths name files on another machine (a generated
+    Oozie action runs on a launcher node).
     """
     opts = {k: v for k, v in options.items() if v is not None}
     unknown = sorted(set(opts) - _JOB_FILE_KEYS)
@@ -464,7 +466,7 @@ def build_job_spec(options: Mapping[str, Any]) -> JobSpec:
     )
     if spec.framework not in ("tensorflow", "pytorch", "generic"):
         raise UsageError(f"framework: {spec.framework!r} is not supported; allowed: tensorflow, pytorch, generic")
-    return spec.validate()
+    return spec.validate(check_paths=check_paths)
 
 
 def _parse_seconds(value: Any, field_name: str, positive: bool = False) -> float:
