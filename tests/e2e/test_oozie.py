@@ -115,7 +115,7 @@ def _action_data(out: str) -> dict[str, str]:
 
 
 def test_train_action_runs_through_shellmain_and_yields_the_four_keys(local_cluster, rm, oozie_jars, tmp_path):
-    workflow, work = _workflow(tmp_path, "sleep.py", "-r", "ps:1,worker:2", "-m", "512", "--env", "SLEEP_S=1")
+    workflow, work = _workflow(tmp_path, "sleep.py", "-r", "worker:2", "-m", "512", "--env", "SLEEP_S=1")
     wf_id = f"0000001-{time.time_ns() % 10**15:015d}-oozie-oozi-W"
     proc = run_action(oozie_jars, workflow, work, wf_id)
     out, _ = proc.communicate(timeout=300)
