@@ -1,0 +1,172 @@
+"""Benchmark: how long a trivial ps:1,worker:2 job takes to start and to finish, against the YARN floor.
+
+Variants, interleaved run by run on the local cluster:
+- `ytf-submit` (a fresh process: Python start, skein driver JVM, submission, waiting),
+- the Python API (`TonyClient.submit` + `JobHandle.wait` in this process, one skein driver reused),
+- the floor: a bare skein application with the same three containers running the same command, no
+  registry, no AM of ours (skein's own AM starts them all at once).
+
+(a) gang start: submit -> the last of the three tasks has started the user command (each task writes
+    time.time() into a shared directory; one machine, one clock);
+(b) submit -> SUCCEEDED: the ResourceManager's finishedTime.
+Also the peak resident memory of our AM and of one executor, sampled from /proc during a run.
+TonY 0.5.3 is not in this table: `com.linkedin.tony:tony-cli` is not on Maven Central
+(https://repo1.maven.org/maven2/com/linkedin/tony/tony-cli/maven-metadata.xml answers 404).
+
+    .venv/bin/python -m bench.launch_latency [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import skein
+
+from tony_airflow.core.client import TonyClient, _driver_java_options
+from tony_airflow.core.spec import build_job_spec
+from tony_airflow.yarn.local import LocalCluster
+from tony_airflow.yarn.local.processes import rss_kib
+from tony_airflow.yarn.rest import ResourceManagerClient
+
+BIN = Path(sys.executable).parent
+TYPES = {"ps": 1, "worker": 2}
+MEMORY_MB = 512
+# every task stamps its start; workers then exit 0, ps serves until stopped (ours) or exits (the floor)
+STAMP = ("python3 -c \"import os,time; open(os.path.join('{d}', os.environ['DTF_TASK_JOB_NAME'] + '-' + "
+         "os.environ['DTF_TASK_INDEX']), 'w').write(repr(time.time()))\"")
+PS_SERVES = " && if [ \"$DTF_TASK_JOB_NAME\" = ps ]; then sleep 600; fi"
+
+
+def _command(stamps: str) -> str:
+    return STAMP.format(d=stamps) + PS_SERVES
+
+
+def _gang_start(stamps: str, t0: float) -> float:
+    times = [float(p.read_text()) for p in Path(stamps).iterdir()]
+    if len(times) != sum(TYPES.values()):
+        raise RuntimeError(f"{len(times)} of {sum(TYPES.values())} tasks started")
+    return max(times) - t0
+
+
+def _finished(rm: ResourceManagerClient, app_id: str, t0: float) -> float:
+    while True:
+        report = rm.application(app_id)
+        if report.is_terminal:
+            if report.final_status != "SUCCEEDED":
+                raise RuntimeError(f"{app_id} {report.final_status}: {report.diagnostics[:200]}")
+            return report.finished_time / 1000.0 - t0
+        time.sleep(0.2)
+
+
+def run_cli(rm: ResourceManagerClient) -> tuple[float, float]:
+    stamps = tempfile.mkdtemp(prefix="latency-cli-")
+    t0 = time.time()
+    proc = subprocess.run([str(BIN / "ytf-submit"), "-r", "ps:1,worker:2", "-m", str(MEMORY_MB), "-n",
+                           "bench-latency-cli", _command(stamps)], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip().splitlines()[-1:])
+    app_id = proc.stdout.split("Submitted application ", 1)[1].split()[0]
+    return _gang_start(stamps, t0), _finished(rm, app_id, t0)
+
+
+def run_api(client: TonyClient, rm: ResourceManagerClient, sampler: "RssSampler | None" = None) -> tuple[float, float]:
+    stamps = tempfile.mkdtemp(prefix="latency-api-")
+    job = build_job_spec({"cluster_requirement": "ps:1,worker:2", "task_memory": str(MEMORY_MB),
+                          "name": "bench-latency-api", "command": _command(stamps)})
+    t0 = time.time()
+    handle = client.submit(job)
+    if sampler is not None:
+        sampler.start()
+    handle.wait(poll=0.2)
+    if sampler is not None:
+        sampler.stop()
+    return _gang_start(stamps, t0), _finished(rm, handle.app_id, t0)
+
+
+def run_floor(skein_client: skein.Client, rm: ResourceManagerClient) -> tuple[float, float]:
+    stamps = tempfile.mkdtemp(prefix="latency-floor-")
+    services = {}
+    for name, count in TYPES.items():
+        script = (f"export DTF_TASK_JOB_NAME={name} DTF_TASK_INDEX=${{SKEIN_CONTAINER_ID##*_}}\n"
+                  + STAMP.format(d=stamps))
+        services[name] = skein.Service(resources=skein.Resources(memory=MEMORY_MB, vcores=1), script=script,
+                                       instances=count, max_restarts=0)
+    spec = skein.ApplicationSpec(name="bench-latency-floor", services=services, queue="default")
+    t0 = time.time()
+    app_id = skein_client.submit(spec)
+    done = _finished(rm, app_id, t0)
+    return _gang_start(stamps, t0), done
+
+
+class RssSampler:
+    """Peak RSS (KiB) of our AM and of one executor while a job runs."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.peak = {"AM": 0, "executor": 0}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            executors = []
+            for proc in self.cluster.container_processes():
+                if "tony_airflow.core.am" in proc.cmdline:
+                    self.peak["AM"] = max(self.peak["AM"], rss_kib(proc.pid))
+                elif "tony_airflow.core.executor" in proc.cmdline:
+                    executors.append(rss_kib(proc.pid))
+            if executors:
+                self.peak["executor"] = max(self.peak["executor"], max(executors))
+            time.sleep(0.2)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    cluster = LocalCluster.default()
+    if "HADOOP_CONF_DIR" not in os.environ:
+        cluster.up(log=lambda *a: print(*a, file=sys.stderr))
+        os.environ.update(cluster.env())
+    rm = ResourceManagerClient(cluster.rm_url)
+    results: dict[str, list[tuple[float, float]]] = {"ytf-submit": [], "Python API": [], "skein floor": []}
+    sampler = RssSampler(cluster)
+    with TonyClient() as client, skein.Client(java_options=_driver_java_options(), log=False) as floor:
+        for run in range(args.runs):
+            results["ytf-submit"].append(run_cli(rm))
+            results["Python API"].append(run_api(client, rm, sampler if run == 0 else None))
+            results["skein floor"].append(run_floor(floor, rm))
+            print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f} s" for k, v in results.items()),
+                  file=sys.stderr)
+    floor_gang = statistics.median(g for g, _ in results["skein floor"])
+    floor_done = statistics.median(d for _, d in results["skein floor"])
+    print(f"launch_latency: ps:1,worker:2, {MEMORY_MB} MiB each, median of {args.runs} interleaved runs, "
+          f"{os.cpu_count()} cores")
+    print(f"{'variant':>12} {'gang start s':>13} {'to SUCCEEDED s':>15} {'gang - floor':>13} {'done / floor':>13}")
+    for name, values in results.items():
+        gang = statistics.median(g for g, _ in values)
+        done = statistics.median(d for _, d in values)
+        print(f"{name:>12} {gang:>13.2f} {done:>15.2f} {gang - floor_gang:>+13.2f} {done / floor_done:>13.2f}")
+    print(f"peak RSS: AM {sampler.peak['AM'] / 1024:.0f} MiB, one executor {sampler.peak['executor'] / 1024:.0f} MiB "
+          "(aim: gang start within 2 s of the floor)")
+
+
+if __name__ == "__main__":
+    main()
