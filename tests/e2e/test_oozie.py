@@ -119,7 +119,7 @@ def test_train_action_runs_through_shellmain_and_yields_the_four_keys(local_clus
     wf_id = f"0000001-{time.time_ns() % 10**15:015d}-oozie-oozi-W"
     proc = run_action(oozie_jars, workflow, work, wf_id)
     out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0 and f"ACTION train OK" in out, out[-4000:]
+    assert proc.returncode == 0 and "ACTION train OK" in out, out[-4000:]
     data = _action_data(out)
     assert set(data) == {"application_id", "tracking_url", "tensorboard_url", "final_status"}
     assert data["final_status"] == "SUCCEEDED"
