@@ -30,6 +30,7 @@ from pathlib import Path
 
 import skein
 
+from bench.local import local_cluster
 from tony_airflow.core.client import TonyClient, _driver_java_options
 from tony_airflow.core.spec import build_job_spec
 from tony_airflow.yarn.local import LocalCluster
@@ -141,14 +142,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    cluster = LocalCluster.default()
-    if "HADOOP_CONF_DIR" not in os.environ:
-        cluster.up(log=lambda *a: print(*a, file=sys.stderr))
-        os.environ.update(cluster.env())
-    rm = ResourceManagerClient(cluster.rm_url)
+    cluster = local_cluster()
     results: dict[str, list[tuple[float, float]]] = {"ytf-submit": [], "Python API": [], "skein floor": []}
     sampler = RssSampler(cluster)
     with TonyClient() as client, skein.Client(java_options=_driver_java_options(), log=False) as floor:
+        rm = client.rm
         for run in range(args.runs):
             results["ytf-submit"].append(run_cli(rm))
             results["Python API"].append(run_api(client, rm, sampler if run == 0 else None))

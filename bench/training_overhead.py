@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.local import local_cluster
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local import LocalCluster
 from tony_airflow.yarn.local.config import free_ports
 
 BIN = Path(sys.executable).parent
@@ -61,10 +61,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100)
     args = parser.parse_args()
-    cluster = LocalCluster.default()
-    if "HADOOP_CONF_DIR" not in os.environ:
-        cluster.up(log=lambda *a: print(*a, file=sys.stderr))
-        os.environ.update(cluster.env())
+    local_cluster()
     yarn, hand = [], []
     for run in range(args.runs):
         yarn.append(through_yarn(args.epochs, args.steps))

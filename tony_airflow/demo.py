@@ -8,7 +8,6 @@ at the local cluster, as a user would point it at theirs.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -16,20 +15,20 @@ from pathlib import Path
 DAG_FILE = Path(__file__).resolve().parents[1] / "dags_examples" / "tony_pipeline.py"
 
 
-def yarn_connection_uri() -> str:
-    """`yarn_default` as an Airflow connection in JSON: the RM address and the Hadoop configuration."""
+def point_yarn_default_at_the_local_cluster() -> None:
+    """`yarn_default` names the local cluster, as a user's would name theirs (unless already set)."""
+    from tony_airflow.providers.yarn.local_run import local_yarn_connection
     from tony_airflow.yarn.local import LocalCluster
 
     cluster = LocalCluster.default()
     os.environ.update(cluster.env())  # PATH and JAVA_HOME for skein's driver, as `tony cluster env` gives
-    return json.dumps({"conn_type": "yarn", "host": cluster.rm_url.split("//", 1)[1],
-                       "extra": {"hadoop_conf_dir": str(cluster.conf_dir), "queue": "default"}})
+    os.environ.setdefault("AIRFLOW_CONN_YARN_DEFAULT", local_yarn_connection(cluster))
 
 
 def main() -> int:
     from tony_airflow.providers.yarn import local_run
 
-    os.environ.setdefault("AIRFLOW_CONN_YARN_DEFAULT", yarn_connection_uri())
+    point_yarn_default_at_the_local_cluster()
     summary = local_run.run(DAG_FILE)
     report = summary["xcoms"].get("report", {}).get("return_value") or {}
     print(f"\n{summary['dag_id']}: {summary['state']}  (tasks: "

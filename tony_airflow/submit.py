@@ -107,6 +107,11 @@ def job_from_args(args: argparse.Namespace, check_paths: bool = True):
     return build_job_spec(opts, check_paths=check_paths)
 
 
+def failure_line(app_id: str, final_status: str, diagnostics: str) -> str:
+    """The one line every front end ends a failed job with: id, final status, YARN's diagnostics."""
+    return f"{app_id} {final_status}: {(diagnostics or '').strip()}"
+
+
 def progress_text(app_id: str, report: ApplicationReport, progress: Progress | None) -> str:
     """One line of where a job is: state, attempt, and the phase of the gang start."""
     text = f"{app_id} {report.state}"
@@ -182,7 +187,7 @@ def finish(handle: JobHandle, tensorboard: bool = False) -> int:
     if report.final_status == "SUCCEEDED":
         print(f"{handle.app_id} SUCCEEDED", flush=True)
         return 0
-    print(f"{handle.app_id} {report.final_status}: {report.diagnostics.strip()}", file=sys.stderr, flush=True)
+    print(failure_line(handle.app_id, report.final_status, report.diagnostics), file=sys.stderr, flush=True)
     return 1
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -39,3 +40,20 @@ def aggregated_logs(rm: ResourceManagerClient, app_id: str, timeout: float = 60)
         time.sleep(0.5)
     return subprocess.run(["yarn", "logs", "-applicationId", app_id], capture_output=True, text=True,
                           check=True).stdout
+
+
+def maven_driver(driver_dir: Path, *maven_args: str) -> list[str]:
+    """Build a test driver's pom (Azkaban's or Oozie's classes from Maven Central); its jar + class path."""
+    subprocess.run(["mvn", "-q", "-B", "-f", str(driver_dir / "pom.xml"), *maven_args, "package"], check=True,
+                   timeout=600)
+    jar = next((driver_dir / "target").glob("*-driver-*.jar"))
+    return [str(jar), *(driver_dir / "target" / "classpath.txt").read_text().strip().split(":")]
+
+
+def java_command(classpath: list[str], main_class: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    """A Java 17 command line with Hadoop's --add-opens, and an environment whose PATH finds our entry points."""
+    from tony_airflow.yarn.local.java import ADD_OPENS, find_java_home
+
+    java = str(Path(find_java_home()) / "bin" / "java")
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    return [java, *ADD_OPENS, "-cp", ":".join(classpath), main_class, *args], env

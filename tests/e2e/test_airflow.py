@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tony_airflow.providers.yarn.local_run import SUMMARY_MARK
+from tony_airflow.providers.yarn.local_run import SUMMARY_MARK, local_yarn_connection
 from tests.e2e.helpers import PAYLOADS, wait_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,10 +24,8 @@ TEST_DAGS = Path(__file__).resolve().parent / "airflow_dags" / "test_dags.py"
 def airflow_env(local_cluster, tmp_path_factory) -> dict[str, str]:
     """A throwaway Airflow home and a `yarn_default` connection naming the test cluster."""
     home = tmp_path_factory.mktemp("airflow-home")
-    conn = {"conn_type": "yarn", "host": local_cluster.rm_url.split("//", 1)[1],
-            "extra": {"hadoop_conf_dir": str(local_cluster.conf_dir)}}
     return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW_CONN_YARN_DEFAULT": json.dumps(conn)}
+            "AIRFLOW_CONN_YARN_DEFAULT": local_yarn_connection(local_cluster)}
 
 
 def _command(dag_file: Path, dag_id: str) -> list[str]:

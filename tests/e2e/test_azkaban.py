@@ -8,18 +8,15 @@ runs each job with the class the plugin names.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import PAYLOADS, wait_terminal
+from tests.e2e.helpers import PAYLOADS, java_command, maven_driver, wait_terminal
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local.java import ADD_OPENS, find_java_home
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBTYPE = ROOT / "azkaban_jobtype"
@@ -27,10 +24,8 @@ DRIVER = JOBTYPE / "driver"
 
 
 @pytest.fixture(scope="module")
-def driver_classpath() -> str:
-    subprocess.run(["mvn", "-q", "-B", "-f", str(DRIVER / "pom.xml"), "package"], check=True, timeout=600)
-    jar = next((DRIVER / "target").glob("azkaban-driver-*.jar"))
-    return f"{jar}:{(DRIVER / 'target' / 'classpath.txt').read_text().strip()}"
+def driver_classpath() -> list[str]:
+    return maven_driver(DRIVER)
 
 
 @pytest.fixture
@@ -44,14 +39,12 @@ def executor(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_flow(classpath: str, executor: Path, flow: Path, exec_id: int, *jobs: str,
+def run_flow(classpath: list[str], executor: Path, flow: Path, exec_id: int, *jobs: str,
              cancel_after: float | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    cmd, env = java_command(classpath, "tony.azkaban.RunFlow", str(executor / "plugins" / "jobtypes"),
+                            str(flow), str(executor / "work"), str(exec_id), *jobs)
     if cancel_after is not None:
         env["CANCEL_AFTER_S"] = str(cancel_after)
-    java = str(Path(find_java_home()) / "bin" / "java")
-    cmd = [java, *ADD_OPENS, "-cp", classpath, "tony.azkaban.RunFlow", str(executor / "plugins" / "jobtypes"),
-           str(flow), str(executor / "work"), str(exec_id), *jobs]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import xmlschema
 
-from tests.e2e.helpers import PAYLOADS, wait_terminal
-from tony_airflow.yarn.local.java import ADD_OPENS, find_java_home
+from tests.e2e.helpers import PAYLOADS, java_command, maven_driver, wait_terminal
+from tony_airflow.yarn.local import jars
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = ROOT / "oozie" / "driver"
@@ -33,9 +33,7 @@ NM_SIGKILL_DELAY_S = 0.25  # yarn.nodemanager.sleep-delay-before-sigkill.ms: SIG
 
 @pytest.fixture(scope="module")
 def oozie_jars() -> list[str]:
-    subprocess.run(["mvn", "-q", "-B", "-f", str(DRIVER / "pom.xml"), "package"], check=True, timeout=600)
-    jar = next((DRIVER / "target").glob("oozie-driver-*.jar"))
-    return [str(jar), *(DRIVER / "target" / "classpath.txt").read_text().strip().split(":")]
+    return maven_driver(DRIVER, f"-Dhadoop.version={jars.hadoop_version()}")  # the local cluster's Hadoop
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +89,10 @@ def test_generator_bad_input_is_one_line_and_exit_2():
 
 
 def run_action(oozie_jars: list[str], workflow: Path, work: Path, wf_id: str, **popen) -> subprocess.Popen:
-    java = str(Path(find_java_home()) / "bin" / "java")
-    hadoop_lib = Path.home() / ".cache" / "tony-airflow" / "hadoop-3.4.2" / "lib" / "*"
-    classpath = ":".join([*oozie_jars, str(hadoop_lib)])
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    return subprocess.Popen([java, *ADD_OPENS, "-cp", classpath, "tony.oozie.RunShellAction", str(workflow),
-                             "train", str(work), wf_id], env=env, cwd=work, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **popen)
+    cmd, env = java_command([*oozie_jars, str(jars.jar_dir() / "*")], "tony.oozie.RunShellAction", str(workflow), "train",
+                            str(work), wf_id)
+    return subprocess.Popen(cmd, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            **popen)
 
 
 def _workflow(tmp_path: Path, payload: str, *job: str) -> tuple[Path, Path]:

@@ -62,3 +62,16 @@ def test_generator_refuses_bad_options_in_one_line(argv, line):
     with pytest.raises(UsageError) as err:
         render(_gen(*argv), ["x"])
     assert str(err.value).startswith(line) and "\n" not in str(err.value)
+
+
+def test_entry_point_refuses_bad_options_with_exit_2_and_nothing_on_stdout(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run([str(Path(sys.executable).parent / "tony-oozie"), "-r", "worker:zero", "python3 t.py"],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin",
+                                                               "HADOOP_CONF_DIR": str(tmp_path / "nowhere")})
+    assert proc.returncode == 2 and proc.stdout == ""  # stdout is Oozie's captured action data
+    assert proc.stderr.strip().splitlines() == [
+        "error: cluster_requirement (worker): 'zero' is not a whole number; allowed: a whole number >= 1"]

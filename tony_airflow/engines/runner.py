@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from dataclasses import dataclass
 from typing import Callable, TextIO
 
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.spec import JobSpec
-from tony_airflow.submit import ProgressPrinter, tensorboard_url
+from tony_airflow.submit import ProgressPrinter, failure_line, tensorboard_url
 
 KILL_WAIT_S = 25.0  # inside Azkaban's 30 s between SIGTERM and SIGKILL
 EXIT_TERMINATED = 143
@@ -67,11 +66,10 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                 print(f"{why}: killing {handle.app_id}", file=log, flush=True)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 handle.kill()
-                deadline = time.monotonic() + KILL_WAIT_S
-                report = handle.status()
-                while not report.is_terminal and time.monotonic() < deadline:
-                    time.sleep(0.5)
-                    report = handle.status()
+                try:
+                    report = handle.wait(poll=0.5, timeout=KILL_WAIT_S)
+                except TimeoutError:
+                    report = handle.last_report or handle.status()
                 outcome.terminated = True
             outcome.final_status = report.final_status if report.is_terminal else "KILLED"
             outcome.diagnostics = report.diagnostics.strip()
@@ -83,5 +81,5 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
     if on_outcome is not None:
         on_outcome(outcome)
     if outcome.final_status != "SUCCEEDED":
-        print(f"{outcome.application_id} {outcome.final_status}: {outcome.diagnostics}", file=log, flush=True)
+        print(failure_line(outcome.application_id, outcome.final_status, outcome.diagnostics), file=log, flush=True)
     return outcome

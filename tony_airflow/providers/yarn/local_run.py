@@ -17,17 +17,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tony_airflow.errors import UsageError
+
 SUMMARY_MARK = "DAG-RUN-SUMMARY "
-DEFAULT_HOME = Path(os.environ.get("TONY_CACHE_DIR", Path.home() / ".cache" / "tony-airflow")) / "airflow-home"
 
 
 def prepare_airflow_home(dag_file: Path) -> Path:
     """Environment Airflow reads at import: set before the first `import airflow`."""
-    home = Path(os.environ.setdefault("AIRFLOW_HOME", str(DEFAULT_HOME)))
+    from tony_airflow.yarn.local.jars import cache_root
+
+    home = Path(os.environ.setdefault("AIRFLOW_HOME", str(cache_root() / "airflow-home")))
     home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(dag_file.parent))
-    os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "False")
     return home
 
 
@@ -43,13 +45,14 @@ def load_dag(dag_file: Path, dag_id: str | None) -> Any:
 
     bag = DagBag(dag_folder=str(dag_file))
     if bag.import_errors:
-        raise SystemExit(f"dag_file: {dag_file} does not import: {next(iter(bag.import_errors.values()))}")
+        first = str(next(iter(bag.import_errors.values()))).strip().splitlines()[-1]
+        raise UsageError(f"dag_file: {dag_file} does not import: {first}")
     if dag_id is None:
         if len(bag.dags) != 1:
-            raise SystemExit(f"dag_id: {dag_file} defines {len(bag.dags)} DAGs ({', '.join(bag.dags)}); name one")
+            raise UsageError(f"dag_id: {dag_file} defines {len(bag.dags)} DAGs ({', '.join(bag.dags)}); name one")
         return next(iter(bag.dags.values()))
     if dag_id not in bag.dags:
-        raise SystemExit(f"dag_id: {dag_id!r} is not in {dag_file}; allowed: {', '.join(bag.dags)}")
+        raise UsageError(f"dag_id: {dag_id!r} is not in {dag_file}; allowed: {', '.join(bag.dags)}")
     return bag.dags[dag_id]
 
 
@@ -76,6 +79,8 @@ def summarize(dag_run: Any) -> dict[str, Any]:
 
 
 def run(dag_file: Path, dag_id: str | None = None, run_conf: dict[str, Any] | None = None) -> dict[str, Any]:
+    if not dag_file.is_file():
+        raise UsageError(f"dag_file: {dag_file} does not exist or is not a file")
     prepare_airflow_home(dag_file)
     migrate_db()
     dag = load_dag(dag_file, dag_id)
@@ -83,15 +88,33 @@ def run(dag_file: Path, dag_id: str | None = None, run_conf: dict[str, Any] | No
     return summarize(dag_run)
 
 
+def local_yarn_connection(cluster: Any) -> str:
+    """`yarn_default` for a local cluster, as Airflow reads it from AIRFLOW_CONN_YARN_DEFAULT (JSON)."""
+    return json.dumps({"conn_type": "yarn", "host": cluster.rm_url.split("//", 1)[1],
+                       "extra": {"hadoop_conf_dir": str(cluster.conf_dir)}})
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tony_airflow.providers.yarn.local_run")
-    p.add_argument("dag_file", type=Path)
-    p.add_argument("dag_id", nargs="?")
-    p.add_argument("--conf", default="{}", help="the DAG run's conf as JSON")
-    args = p.parse_args(argv)
-    summary = run(args.dag_file.resolve(), args.dag_id, json.loads(args.conf))
-    print(SUMMARY_MARK + json.dumps(summary, default=str), flush=True)
-    return 0 if summary["state"] == "success" else 1
+    from tony_airflow.cli import OneLineParser, run as run_cli
+
+    def run_and_summarize(args: argparse.Namespace) -> int:
+        try:
+            run_conf = json.loads(args.conf)
+        except ValueError as exc:
+            raise UsageError(f"--conf: not JSON: {exc}") from None
+        summary = run(args.dag_file.resolve(), args.dag_id, run_conf)
+        print(SUMMARY_MARK + json.dumps(summary, default=str), flush=True)
+        return 0 if summary["state"] == "success" else 1
+
+    def factory() -> OneLineParser:
+        p = OneLineParser(prog="python -m tony_airflow.providers.yarn.local_run")
+        p.add_argument("dag_file", type=Path)
+        p.add_argument("dag_id", nargs="?")
+        p.add_argument("--conf", default="{}", help="the DAG run's conf as JSON")
+        p.set_defaults(func=run_and_summarize)
+        return p
+
+    return run_cli(argv, factory)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ exactly like `ytf-submit`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from airflow.sdk import BaseHook
@@ -20,6 +20,9 @@ from tony_airflow.core.client import TonyClient
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.hadoop_conf import HadoopConf, resolve_conf_dir
 from tony_airflow.yarn.rest import ApplicationReport, AsyncResourceManagerClient, ResourceManagerClient
+
+if TYPE_CHECKING:
+    from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
 
 AUTH_TYPES = ("simple", "kerberos")
 EXTRA_KEYS = ("hadoop_conf_dir", "rm_addresses", "queue", "auth", "principal", "keytab")
@@ -144,6 +147,15 @@ class YarnHook(BaseHook):
         """The core client, pointed at this connection's cluster (the one way anything is submitted)."""
         s = self.settings
         return TonyClient(conf_dir=s.hadoop_conf_dir, rm=self.get_conn(), principal=s.principal, keytab=s.keytab)
+
+    def application_trigger(self, application_id: str, poll_interval: float,
+                            kill_on_task_kill: bool = True) -> "YarnApplicationTrigger":
+        """The trigger that waits for `application_id`, carrying this connection's resolved addresses."""
+        from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
+
+        s = self.settings
+        return YarnApplicationTrigger(application_id, s.rm_addresses, user=s.user, auth=s.auth,
+                                      poll_interval=poll_interval, kill_on_task_kill=kill_on_task_kill)
 
     def application_report(self, application_id: str) -> ApplicationReport:
         return self.get_conn().application(application_id)

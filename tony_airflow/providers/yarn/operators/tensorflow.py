@@ -24,8 +24,7 @@ from tony_airflow.providers.yarn.links.yarn import (
     APPLICATION_ID_KEY, FINAL_STATUS_KEY, TENSORBOARD_URL_KEY, TRACKING_URL_KEY, TensorBoardLink,
     YarnApplicationLink,
 )
-from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
-from tony_airflow.submit import progress_text, tensorboard_url
+from tony_airflow.submit import failure_line, progress_text, tensorboard_url
 from tony_airflow.yarn.rest import ApplicationReport
 
 ACTIVE = frozenset({"NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"})
@@ -217,9 +216,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         if not self.wait_for_completion:
             return app_id
         if self.deferrable:
-            s = self.hook.settings
-            self.defer(trigger=YarnApplicationTrigger(app_id, s.rm_addresses, user=s.user, auth=s.auth,
-                                                      poll_interval=self.poll_interval),
+            self.defer(trigger=self.hook.application_trigger(app_id, self.poll_interval),
                        method_name="execute_complete")
         handle = self._tony_client().handle(app_id)
         report = handle.wait(poll=self.poll_interval, on_change=self._log_change)
@@ -291,6 +288,6 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     def _conclude(self, context: Any, app_id: str, final_status: str, diagnostics: str) -> None:
         context["ti"].xcom_push(key=FINAL_STATUS_KEY, value=final_status)
         if final_status != "SUCCEEDED":
-            raise AirflowException(f"{app_id} {final_status}: {(diagnostics or '').strip()}")
+            raise AirflowException(failure_line(app_id, final_status, diagnostics))
         self.log.info("%s SUCCEEDED", app_id)
 

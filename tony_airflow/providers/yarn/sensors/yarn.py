@@ -15,12 +15,13 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf as airflow_con
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tony_airflow.providers.yarn.hooks.yarn import YarnHook
-from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
+from tony_airflow.submit import failure_line
 from tony_airflow.yarn.rest import ApplicationReport
 
 
-def failure_line(app_id: str, final_status: str, diagnostics: str) -> str:
-    return f"{app_id} {final_status}: {(diagnostics or '').strip() or 'no diagnostics from YARN'}"
+def _failure(app_id: str, final_status: str, diagnostics: str) -> AirflowFailException:
+    return AirflowFailException(failure_line(app_id, final_status, (diagnostics or "").strip() or
+                                             "no diagnostics from YARN"))
 
 
 class YarnApplicationSensor(BaseSensorOperator):
@@ -45,11 +46,10 @@ class YarnApplicationSensor(BaseSensorOperator):
         if not self.deferrable:
             return super().execute(context)
         if not self.poke(context):  # one look first: an application that already ended needs no trigger
-            s = self.hook.settings
             poke = self.poke_interval.total_seconds() if isinstance(self.poke_interval, timedelta) else self.poke_interval
             timeout = timedelta(seconds=self.timeout) if self.timeout else None
-            self.defer(trigger=YarnApplicationTrigger(self.application_id, s.rm_addresses, user=s.user, auth=s.auth,
-                                                      poll_interval=poke, kill_on_task_kill=False),
+            # a sensor does not own the application: killing the sensor leaves it running
+            self.defer(trigger=self.hook.application_trigger(self.application_id, poke, kill_on_task_kill=False),
                        method_name="execute_complete", timeout=timeout)
         return self.application_id
 
@@ -63,13 +63,12 @@ class YarnApplicationSensor(BaseSensorOperator):
             return False
         if report.final_status == "SUCCEEDED":
             return PokeReturnValue(is_done=True, xcom_value=report.id)  # the id is the sensor's XCom
-        raise AirflowFailException(failure_line(report.id, report.final_status, report.diagnostics))
+        raise _failure(report.id, report.final_status, report.diagnostics)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
         if event.get("status") == "error":
             raise AirflowException(event.get("message") or "the trigger failed")
         if event.get("status") != "success":
-            raise AirflowFailException(failure_line(event["application_id"], event["final_status"],
-                                                    event.get("diagnostics", "")))
+            raise _failure(event["application_id"], event["final_status"], event.get("diagnostics", ""))
         self.log.info("%s SUCCEEDED", event["application_id"])
         return event["application_id"]
