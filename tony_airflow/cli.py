@@ -6,7 +6,6 @@ Exit codes (DESIGN §3.4): 0 success, 1 failure, 2 bad input (one line, nothing 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shlex
 import sys
@@ -96,16 +95,6 @@ def _kill(args: argparse.Namespace) -> int:
     return 0
 
 
-def _logs(args: argparse.Namespace) -> int:
-    import subprocess
-
-    from tony_airflow.core.client import hadoop_environment
-
-    env = dict(os.environ, **hadoop_environment())
-    cmd = ["yarn", "logs", "-applicationId", _check_app_id(args.application_id)]
-    return subprocess.run(cmd, env=env).returncode
-
-
 def _err(*parts: object) -> None:
     print(*parts, file=sys.stderr, flush=True)
 
@@ -138,11 +127,13 @@ def build_parser() -> OneLineParser:
                        help="workflow options and ytf-submit's job options (see `tony oozie workflow --help`)")
     oozie.set_defaults(func=_oozie)
     for name, func, text in (("status", _status, "show an application's state"),
-                             ("kill", _kill, "kill a running application"),
-                             ("logs", _logs, "print an application's container logs")):
+                             ("kill", _kill, "kill a running application")):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("application_id")
         cmd.set_defaults(func=func)
+    from tony_airflow.cli_history import add_parsers
+
+    add_parsers(sub)
     return parser
 
 

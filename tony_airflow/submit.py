@@ -54,6 +54,9 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tags", help="comma-separated YARN application tags")
     p.add_argument("--python", help="the Python on the nodes that runs the executor (default: python3)")
     p.add_argument("--framework", choices=None, help="tensorflow (default), pytorch or generic")
+    p.add_argument("--history-dir", dest="history_dir",
+                   help="where the AM writes the job's event log (default: $TONY_HISTORY_DIR or "
+                        "/tmp/tony-history on HDFS)")
 
 
 def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -67,7 +70,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "python_venv": args.python_venv, "client": args.client,
         "queue": args.queue, "name": args.name, "max_attempts": args.max_attempts,
         "tracked": args.tracked, "untracked": args.untracked, "sidecar": args.sidecar, "tags": args.tags,
-        "python": args.python, "framework": args.framework,
+        "python": args.python, "framework": args.framework, "history_dir": args.history_dir,
     }
     for key, value in simple.items():
         if value is not None:

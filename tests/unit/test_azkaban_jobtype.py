@@ -33,13 +33,14 @@ def test_tony_keys_map_onto_the_job_spec(tmp_path):
         "tony.worker.gpus=0", "tony.application.name=nightly-train", "tony.application.tags=team-a,daily",
         "tony.application.timeout=600000", "tony.yarn.queue=ml", "worker_env.LOG_LEVEL=debug",
         "output=hdfs:///models/x", "tony.application.tensorboard-log-dir=hdfs:///models/x/tb",
+        "tony.history.location=/shared/tony-history",
     ]))
     job = build_job_spec(job_options(props))
     assert (job.tasks["worker"].instances, job.tasks["worker"].memory_mb, job.tasks["worker"].vcores) == (2, 4096, 2)
     assert job.tasks["ps"].instances == 1 and "tensorboard" in job.tasks
     assert job.command == "python3 train.py --epochs 3 --lr 0.1" and job.src_dir == str(tmp_path)
     assert (job.name, job.queue, job.timeouts.application) == ("nightly-train", "ml", 600.0)
-    assert job.env == {"LOG_LEVEL": "debug"}
+    assert job.env == {"LOG_LEVEL": "debug"} and job.history_dir == "/shared/tony-history"
     assert {"team-a", "daily", "azkaban_exec_id:42", "azkaban_flow_id:nightly", "azkaban_project:ml",
             "azkaban_job_id:train"} <= set(job.tags)
 

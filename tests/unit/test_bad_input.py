@@ -57,6 +57,7 @@ CASES = [
     (["-r", "worker:1", "--command", "noequals", "cmd"], "--command: 'noequals' is malformed"),
     (["-r", "worker:1", "--framework", "mxnet", "cmd"], "framework: 'mxnet' is not supported"),
     (["--conf", "/no/such/job.yaml"], "conf: /no/such/job.yaml does not exist"),
+    (["-r", "worker:1", "--history-dir", "relative/dir", "cmd"], "history_dir: 'relative/dir' is not an absolute"),
 ]
 
 

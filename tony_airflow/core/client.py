@@ -8,6 +8,7 @@ containers are skein services with no instances that the AM adds one by one.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,7 +23,8 @@ from typing import Any, Callable
 import skein
 
 from tony_airflow.core import protocol
-from tony_airflow.core.am.master import PROGRESS_KEY, STATUS_URL_KEY
+from tony_airflow.core.am.master import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV
+from tony_airflow.core.history.store import history_dir
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.hadoop_conf import HadoopConf
@@ -73,6 +75,8 @@ def service_names(job: JobSpec) -> dict[str, tuple[str, int, int, int]]:
 
 def build_application(job: JobSpec, staging: Path, secret: str) -> skein.ApplicationSpec:
     """The skein ApplicationSpec for a job; shipped files are staged under `staging`."""
+    # The effective spec names the history directory the submitter's `tony history` reads.
+    job = dataclasses.replace(job, history_dir=history_dir(job.history_dir))
     (staging / protocol.JOB_FILE).write_text(job.to_json())
     secret_path = staging / protocol.SECRET_FILE
     secret_path.write_text(secret)
@@ -93,7 +97,8 @@ def build_application(job: JobSpec, staging: Path, secret: str) -> skein.Applica
     task_env = {**env, **docker_env(job)}
     master = skein.Master(
         resources=skein.Resources(memory=job.am_memory_mb, vcores=job.am_vcores),
-        files=files, env=env, script=f"exec {job.python} -m tony_airflow.core.am",
+        files=files, env={**env, SUBMITTED_AT_ENV: f"{time.time():.3f}"},
+        script=f"exec {job.python} -m tony_airflow.core.am",
     )
     services = {}
     for name, (type_, memory, vcores, gpus) in service_names(job).items():

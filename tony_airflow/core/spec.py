@@ -198,6 +198,7 @@ class JobSpec:
     am_vcores: int = 1
     heartbeat_interval: float = 1.0
     stop_grace: float = 10.0
+    history_dir: str = ""  # where the AM writes the event log; "" = $TONY_HISTORY_DIR or /tmp/tony-history
 
     # ------------------------------------------------------------ views
     def types_with_role(self, role: str) -> list[str]:
@@ -305,7 +306,7 @@ _JOB_FILE_KEYS = {
     "cluster_requirement", "tasks", "command", "task_memory", "task_vcores", "task_gpus", "node_label",
     "name", "queue", "tags", "env", "input", "output", "script", "src_dir", "tensorboard",
     "docker_image", "python_venv", "client", "max_attempts", "timeouts", "tracked", "untracked", "sidecar", "framework",
-    "python", "am_memory", "am_vcores", "heartbeat_interval", "stop_grace",
+    "python", "am_memory", "am_vcores", "heartbeat_interval", "stop_grace", "history_dir",
 }
 _TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role"}
 _TIMEOUT_KEYS = {f.name for f in fields(Timeouts)}
@@ -463,10 +464,19 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True) -> JobS
         am_vcores=parse_count(opts.get("am_vcores", 1), "am_vcores"),
         heartbeat_interval=_parse_seconds(opts.get("heartbeat_interval", 1.0), "heartbeat_interval", positive=True),
         stop_grace=_parse_seconds(opts.get("stop_grace", 10.0), "stop_grace"),
+        history_dir=_history_dir(opts.get("history_dir")),
     )
     if spec.framework not in ("tensorflow", "pytorch", "generic"):
         raise UsageError(f"framework: {spec.framework!r} is not supported; allowed: tensorflow, pytorch, generic")
     return spec.validate(check_paths=check_paths)
+
+
+def _history_dir(value: Any) -> str:
+    text = str(value or "").strip()
+    if text and not (text.startswith(("/", "hdfs://", "file:///"))):
+        raise UsageError(f"history_dir: {text!r} is not an absolute path; allowed: /path or hdfs://... "
+                         "(HDFS) or file:///path (one machine)")
+    return text
 
 
 def _parse_seconds(value: Any, field_name: str, positive: bool = False) -> float:

@@ -35,7 +35,9 @@ SEED_KEYS = ("cluster_requirement", "task_command", "task_memory", "task_vcores"
 TONY_KEYS = ("executes", "task_params", "src_dir", "python_venv", "python_binary_path", "tensorboard_log_dir")
 TONY_APPLICATION_KEYS = {"tony.application.name": "name", "tony.application.tags": "tags",
                          "tony.application.timeout": "timeout", "tony.yarn.queue": "queue",
-                         "tony.application.tensorboard-log-dir": "tensorboard_log_dir"}
+                         "tony.application.tensorboard-log-dir": "tensorboard_log_dir",
+                         "tony.history.location": "history_dir"}
+NOT_TASKS = ("tony.application.", "tony.yarn.", "tony.history.")  # tony.<type>.<field> never starts so
 TONY_TASK = re.compile(r"^tony\.(?P<type>[a-z][a-z0-9_]*)\.(?P<field>[a-z-]+)$")
 TONY_TASK_FIELDS = {"instances": "instances", "memory": "memory", "vcores": "vcores", "gpus": "gpus",
                     "node-label": "node_label", "command": "command"}
@@ -61,7 +63,7 @@ def _check_unknown(props: Mapping[str, str]) -> None:
     for key in props:
         if key in OURS or key.startswith(ENV_PREFIX):
             continue
-        if TONY_TASK.match(key) and not key.startswith(("tony.application.", "tony.yarn.")):
+        if TONY_TASK.match(key) and key not in TONY_APPLICATION_KEYS and not key.startswith(NOT_TASKS):
             continue
         if key.startswith("tony."):
             raise UsageError(f"{key}: unknown key; allowed: tony.<type>.(instances|memory|vcores|gpus|node-label|"
@@ -84,7 +86,7 @@ def job_options(props: Mapping[str, str]) -> dict[str, Any]:
     tasks: dict[str, dict[str, Any]] = {}
     for key, value in props.items():
         m = TONY_TASK.match(key)
-        if not m or key.startswith("tony.application.") or key.startswith("tony.yarn."):
+        if not m or key in TONY_APPLICATION_KEYS or key.startswith(NOT_TASKS):
             continue
         field = TONY_TASK_FIELDS.get(m["field"])
         if field is None:

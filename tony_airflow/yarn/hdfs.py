@@ -30,3 +30,12 @@ def webhdfs(conf: HadoopConf | None = None, user: str | None = None) -> WebHDFS:
 def hdfs_path(url: str) -> str:
     """`hdfs://nn:8020/a/b` or `hdfs:///a/b` or `/a/b` -> `/a/b`."""
     return urlparse(url).path if url.startswith("hdfs:") else url
+
+
+def append_bytes(fs: WebHDFS, path: str, data: bytes) -> None:
+    """WebHDFS APPEND (NameNode redirect, then the DataNode). fsspec's `open(path, "ab")`
+    never follows the redirect for appends (its WebHDFile sets no upload location)."""
+    redirect = fs._call("APPEND", "POST", path, redirect=False)
+    resp = fs.session.post(fs._apply_proxy(redirect.headers["Location"]), data=data,
+                           headers={"content-type": "application/octet-stream"})
+    resp.raise_for_status()

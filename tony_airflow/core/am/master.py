@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import time
 import traceback
 from dataclasses import dataclass
@@ -24,6 +25,11 @@ import skein
 from tony_airflow.core import protocol
 from tony_airflow.core.am import server, tensorboard_proxy
 from tony_airflow.core.am.registry import Registry, TaskState
+from tony_airflow.core.history import events as ev
+from tony_airflow.core.history.events import EventLog
+from tony_airflow.core.history.model import JobHistory, TaskRun
+from tony_airflow.core.history.render import Links, render_job
+from tony_airflow.core.history.store import HistoryStore, history_dir
 from tony_airflow.core.spec import JobSpec
 
 log = logging.getLogger("tony.am")
@@ -31,6 +37,7 @@ TICK_S = 0.25
 PROGRESS_KEY = "tony.progress"
 STATUS_URL_KEY = "tony.status_url"
 TENSORBOARD_URL_KEY = "tony.tensorboard_url"
+SUBMITTED_AT_ENV = "TONY_SUBMITTED_AT"
 
 
 def service_name(type_: str, index: int, job: JobSpec) -> str:
@@ -45,16 +52,20 @@ def service_name(type_: str, index: int, job: JobSpec) -> str:
 class Outcome:
     ok: bool
     reason: str = ""
+    task: TaskState | None = None  # the task that failed first, when one did
 
 
 class ApplicationMaster:
-    def __init__(self, job: JobSpec, secret: str, app: Any, app_id: str, host: str):
+    def __init__(self, job: JobSpec, secret: str, app: Any, app_id: str, host: str,
+                 history: EventLog | None = None, user: str = ""):
         self.job = job
         self.secret = secret
         self.app = app  # skein.ApplicationClient (or a stand-in in unit tests)
         self.app_id = app_id
         self.host = host
-        self.registry = Registry(job, app_id)
+        self.user = user
+        self.history = history or EventLog(app_id)
+        self.registry = Registry(job, app_id, listener=self.history.emit)
         self.started = time.time()
         self.address = ""
         self._container_of: dict[str, tuple[str, int]] = {}
@@ -62,8 +73,38 @@ class ApplicationMaster:
 
     # ------------------------------------------------------------------- main
     async def run(self) -> tuple[str, str]:
-        """Run every attempt; return (final status, diagnostics)."""
-        runner, port = await server.start(server.build_app(self.registry, self.secret))
+        """Run every attempt, recording the job's history; return (final status, diagnostics).
+
+        SIGTERM (YARN killing the application) ends the job as KILLED with its
+        event log closed, if the NodeManager leaves the time for it.
+        """
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
+        submitted = float(os.environ.get(SUBMITTED_AT_ENV) or self.started)
+        self.history.emit(ev.JOB_SUBMITTED, at=submitted, app_id=self.app_id, name=self.job.name, user=self.user,
+                          queue=self.job.queue, tags=self.job.tags, max_attempts=self.job.max_attempts,
+                          tasks={t.name: t.instances for t in self.job.tasks.values()},
+                          schema=ev.SCHEMA_VERSION)
+        self.history.emit(ev.AM_STARTED, at=self.started, host=self.host,
+                          container_id=os.environ.get("CONTAINER_ID", ""))
+        await asyncio.to_thread(self.history.start, self.job.to_json())
+        flusher = asyncio.create_task(self.history.flush_forever())
+        try:
+            status, diagnostics = await self._run_attempts()
+        except asyncio.CancelledError:
+            status, diagnostics = "KILLED", "tony-airflow: the AM was stopped (SIGTERM): the application was killed"
+        except Exception as exc:  # the AM itself broke: say so in the YARN diagnostics
+            log.exception("AM failed")
+            status = "FAILED"
+            diagnostics = f"tony-airflow AM error: {exc!r}; {traceback.format_exc(limit=3)[-800:]}"
+        finally:
+            flusher.cancel()
+        self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics)
+        await asyncio.to_thread(self.history.close)
+        return status, diagnostics
+
+    async def _run_attempts(self) -> tuple[str, str]:
+        page = self.live_page
+        runner, port = await server.start(server.build_app(self.registry, self.secret, page, self.history))
         self.address = f"{self.host}:{port}"
         log.info("registry listening on %s", self.address)
         self._publish_ui()
@@ -122,9 +163,10 @@ class ApplicationMaster:
         self._container_of = {}
         attempt_start = time.time()
         log.info("attempt %d/%d: requesting %d containers", attempt, self.job.max_attempts, len(reg.tasks))
+        self.history.emit(ev.ATTEMPT_STARTED, attempt=attempt, tasks=[x.id for x in reg.tasks.values()])
         for (type_, index), task in reg.tasks.items():
             if type_ in self.job.local_types():  # runs in the submitting process, registers like the rest
-                task.allocated_at = time.time()
+                reg.container_allocated((type_, index), "")
                 continue
             env = {
                 "TONY_TASK_TYPE": type_, "TONY_TASK_INDEX": str(index), "TONY_ATTEMPT": str(attempt),
@@ -148,6 +190,10 @@ class ApplicationMaster:
         reg.end_attempt()
         await self._stop_remaining()
         self._report_progress(force=True)
+        failed = outcome.task
+        self.history.emit(ev.ATTEMPT_ENDED, attempt=attempt, ok=outcome.ok, reason=outcome.reason,
+                          first_failure=failed.id if failed else "",
+                          first_failure_exit=failed.exit_code if failed else None)
         return outcome
 
     def _decide(self, attempt_start: float) -> Outcome | None:
@@ -157,14 +203,14 @@ class ApplicationMaster:
         finished = sorted((x for x in t if x.finished_at is not None), key=lambda x: x.finished_at)
         for task in finished:
             if task.role == "tracked" and task.exit_code != 0:
-                return Outcome(False, _failure_line(task))
+                return Outcome(False, _failure_line(task), task)
         tracked = [x for x in t if x.role == "tracked"]
         if tracked and all(x.done and x.exit_code == 0 for x in tracked):
             return Outcome(True)
         for task in finished:
             if task.role == "untracked":
                 return Outcome(False, f"{task.id} exited early with code {task.exit_code} "
-                                      f"while tracked tasks were still running{_tail(task)}")
+                                      f"while tracked tasks were still running{_tail(task)}", task)
         if self._app_timed_out():
             return Outcome(False, f"application timeout: still running after {job.timeouts.application:.0f}s")
         since = now - attempt_start
@@ -185,7 +231,7 @@ class ApplicationMaster:
             for x in t:
                 if not x.done and x.last_heartbeat is not None and now - x.last_heartbeat > job.timeouts.heartbeat:
                     return Outcome(False, f"heartbeat timeout: {x.id} sent no heartbeat for "
-                                          f"{job.timeouts.heartbeat:.0f}s (hung or lost)")
+                                          f"{job.timeouts.heartbeat:.0f}s (hung or lost)", x)
         return None
 
     def _app_timed_out(self) -> bool:
@@ -199,11 +245,12 @@ class ApplicationMaster:
             if key is None:
                 continue
             state = str(c.state)
+            node_http = getattr(c, "yarn_node_http_address", "") or ""
             if state == "RUNNING":
-                self.registry.container_allocated(key, c.yarn_container_id)
+                self.registry.container_allocated(key, c.yarn_container_id, node_http)
             elif state in ("SUCCEEDED", "FAILED", "KILLED"):
                 if c.yarn_container_id:
-                    self.registry.container_allocated(key, c.yarn_container_id)
+                    self.registry.container_allocated(key, c.yarn_container_id, node_http)
                 task = self.registry.tasks[key]
                 if not task.done:
                     # give the executor's own exit report a moment to arrive
@@ -247,6 +294,23 @@ class ApplicationMaster:
             log.debug("progress not published: %s", exc)
 
 
+    # ------------------------------------------------------------ live page
+    def live_page(self) -> str:
+        """The AM's status page: the history UI's job page over the events so far."""
+        spec = json.loads(self.job.to_json())
+        job = JobHistory.from_events(self.app_id, list(self.history.events), spec, complete=True)
+        user = self.user or "nobody"
+
+        def log_url(run: TaskRun) -> str | None:
+            if not (run.node_http and run.container_id):
+                return None
+            return f"http://{run.node_http}/node/containerlogs/{run.container_id}/{user}"
+
+        tensorboard = f"http://{self.address}{tensorboard_proxy.PREFIX}" if "tensorboard" in self.job.tasks else None
+        links = Links(log=log_url, tensorboard=tensorboard, events_json="events.jsonl", spec_json="status.json")
+        return render_job(job, links, live=job.running)
+
+
 def _tail(task: TaskState) -> str:
     tail = " ".join(task.stderr_tail.strip().splitlines()[-5:])[-600:]
     return f"; stderr: {tail}" if tail else ""
@@ -264,7 +328,12 @@ def main() -> None:
     app = skein.ApplicationClient.from_current()
     app_id = os.environ.get("SKEIN_APPLICATION_ID", "unknown")
     host = os.environ.get("NM_HOST") or os.uname().nodename
-    master = ApplicationMaster(job, secret, app, app_id, host)
+    try:
+        store: HistoryStore | None = HistoryStore.open(history_dir(job.history_dir))
+    except Exception as exc:  # history is a record, never a reason to fail the job
+        log.warning("job history disabled: %s", exc)
+        store = None
+    master = ApplicationMaster(job, secret, app, app_id, host, EventLog(app_id, store), os.environ.get("USER", ""))
     try:
         status, diagnostics = asyncio.run(master.run())
     except BaseException as exc:  # the AM itself broke: say so in the YARN diagnostics
@@ -272,5 +341,7 @@ def main() -> None:
         diagnostics = f"tony-airflow AM error: {exc!r}; {traceback.format_exc(limit=3)[-800:]}"
         log.exception("AM failed")
     log.info("finishing with %s: %s", status, diagnostics)
+    if status == "KILLED":
+        raise SystemExit(143)  # YARN is already ending the application
     app.shutdown(status, diagnostics)
     raise SystemExit(0 if status == "SUCCEEDED" else 1)

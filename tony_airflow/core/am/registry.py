@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
+from tony_airflow.core.history import events as ev
 from tony_airflow.core.spec import JobSpec
 
 # Task states, in the order a task normally passes through them.
@@ -40,6 +41,9 @@ class TaskState:
     last_heartbeat: float | None = None
     stop_requested: bool = False
     gpu_indices: list[int] = field(default_factory=list)
+    node_http: str = ""          # the NodeManager's web address (container logs while running)
+    peak_rss_kib: int = 0        # sampled by the executor over the user's process tree
+    gpu_util_max: float | None = None
 
     @property
     def id(self) -> str:
@@ -50,10 +54,17 @@ class TaskState:
         return self.status in DONE
 
 
-class Registry:
-    """One attempt at a time; a request for an older attempt is refused."""
+Listener = Callable[..., Any]  # (event name, **fields), e.g. EventLog.emit
 
-    def __init__(self, job: JobSpec, app_id: str):
+
+class Registry:
+    """One attempt at a time; a request for an older attempt is refused.
+
+    Every task transition is also told to `listener` as a history event.
+    """
+
+    def __init__(self, job: JobSpec, app_id: str, listener: Listener | None = None):
+        self.listener = listener
         self.job = job
         self.app_id = app_id
         self.attempt = 0
@@ -89,6 +100,18 @@ class Registry:
     def _notify(self) -> None:
         self.changed.set()
 
+    def _event(self, name: str, task: TaskState, **fields: Any) -> None:
+        if self.listener is not None:
+            self.listener(name, attempt=task.attempt, task=task.id, **fields)
+
+    def _finished_event(self, task: TaskState, reason: str = "") -> None:
+        began = task.started_at or task.registered_at or task.allocated_at or task.requested_at
+        tail = task.stderr_tail.strip().splitlines()[-5:]
+        self._event(ev.TASK_FINISHED, task, status=task.status, exit_code=task.exit_code, host=task.host,
+                    container_id=task.yarn_container_id, duration_s=round(task.finished_at - began, 3),
+                    peak_rss_kib=task.peak_rss_kib, gpu_util_max=task.gpu_util_max,
+                    stderr_tail="\n".join(tail)[-1000:], reason=reason)
+
     # --------------------------------------------------------- from executors
     def _task(self, type_: str, index: int, attempt: int) -> TaskState | str:
         if attempt != self.attempt:
@@ -117,18 +140,23 @@ class Registry:
             used.update(task.gpu_indices)
         if container_id:
             task.container_id = task.container_id or container_id
+            task.yarn_container_id = task.yarn_container_id or container_id
         now = time.time()
+        first = task.registered_at is None
         task.registered_at = task.registered_at or now
         task.allocated_at = task.allocated_at or now
         task.last_heartbeat = now
         if task.status in (REQUESTED, ALLOCATED):
             task.status = REGISTERED
+        if first:
+            self._event(ev.TASK_REGISTERED, task, host=host, port=int(port), container_id=task.yarn_container_id)
         if self._spec is None and all(t.registered_at is not None for t in self.tasks.values()):
             self._spec = self._build_spec()
             for t in self.tasks.values():
                 if t.status == REGISTERED:
                     t.status = RUNNING
                     t.started_at = now
+                    self._event(ev.TASK_STARTED, t)
             self._spec_ready.set()
         self._notify()
         return None
@@ -158,12 +186,13 @@ class Registry:
             return "ready", self._spec
         return "wait", None
 
-    def heartbeat(self, type_: str, index: int, attempt: int) -> str:
+    def heartbeat(self, type_: str, index: int, attempt: int, usage: dict[str, Any] | None = None) -> str:
         """'run' or 'stop' (the AM wants this task to end)."""
         task = self._task(type_, index, attempt)
         if isinstance(task, str):
             return "stop"
         task.last_heartbeat = time.time()
+        self._record_usage(task, usage)
         return "stop" if task.stop_requested else "run"
 
     def _release_gpus(self, task: TaskState) -> None:
@@ -173,26 +202,41 @@ class Registry:
         task = self.tasks.get((type_, index))
         return list(task.gpu_indices) if task else []
 
-    def finished(self, type_: str, index: int, attempt: int, exit_code: int, stderr_tail: str = "") -> None:
+    @staticmethod
+    def _record_usage(task: TaskState, usage: dict[str, Any] | None) -> None:
+        """Keep the peaks the executor sampled (resident memory, GPU utilisation)."""
+        if not usage:
+            return
+        task.peak_rss_kib = max(task.peak_rss_kib, int(usage.get("peak_rss_kib") or 0))
+        gpu = usage.get("gpu_util_max")
+        if gpu is not None:
+            task.gpu_util_max = max(task.gpu_util_max or 0.0, float(gpu))
+
+    def finished(self, type_: str, index: int, attempt: int, exit_code: int, stderr_tail: str = "",
+                 usage: dict[str, Any] | None = None) -> None:
         task = self._task(type_, index, attempt)
         if isinstance(task, str) or task.done:
             return
         task.exit_code = int(exit_code)
         task.stderr_tail = stderr_tail[-4000:]
+        self._record_usage(task, usage)
         self._release_gpus(task)
         task.finished_at = time.time()
         if task.stop_requested:
             task.status = STOPPED
         else:
             task.status = SUCCEEDED if exit_code == 0 else FAILED
+        self._finished_event(task)
         self._notify()
 
     # ------------------------------------------------------------ from YARN
-    def container_allocated(self, key: tuple[str, int], yarn_container_id: str) -> None:
+    def container_allocated(self, key: tuple[str, int], yarn_container_id: str, node_http: str = "") -> None:
         task = self.tasks[key]
         task.yarn_container_id = task.yarn_container_id or yarn_container_id
+        task.node_http = task.node_http or node_http
         if task.allocated_at is None:
             task.allocated_at = time.time()
+            self._event(ev.TASK_ALLOCATED, task, container_id=task.yarn_container_id, node_http=task.node_http)
         if task.status == REQUESTED:
             task.status = ALLOCATED
             self._notify()
@@ -207,6 +251,7 @@ class Registry:
         self._release_gpus(task)
         task.finished_at = time.time()
         task.status = STOPPED if task.stop_requested else FAILED
+        self._finished_event(task, reason=message)
         self._notify()
 
     def request_stop(self) -> None:

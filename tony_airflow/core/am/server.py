@@ -6,22 +6,25 @@ read-only dashboard reached through the YARN tracking URL.
 
 from __future__ import annotations
 
-import html
+import json
 import logging
 import time
-from typing import Any
+from typing import Callable
 
 from aiohttp import web
 
 from tony_airflow.core import protocol
 from tony_airflow.core.am import tensorboard_proxy
 from tony_airflow.core.am.registry import Registry
+from tony_airflow.core.history.events import EventLog
 
 log = logging.getLogger("tony.am.server")
 LONG_POLL_S = 20.0
 
 
-def build_app(registry: Registry, secret: str) -> web.Application:
+def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = None,
+              history: EventLog | None = None) -> web.Application:
+    """`page` renders the status page (the AM's live view of the job history)."""
     verifier = protocol.Verifier(secret)
     refused: list[float] = []
 
@@ -52,13 +55,13 @@ def build_app(registry: Registry, secret: str) -> web.Application:
 
     async def heartbeat(request: web.Request) -> web.Response:
         msg = await request.json()
-        action = registry.heartbeat(msg["type"], int(msg["index"]), int(msg["attempt"]))
+        action = registry.heartbeat(msg["type"], int(msg["index"]), int(msg["attempt"]), msg.get("usage"))
         return web.json_response({"action": action})
 
     async def finished(request: web.Request) -> web.Response:
         msg = await request.json()
         registry.finished(msg["type"], int(msg["index"]), int(msg["attempt"]), int(msg["exit_code"]),
-                          msg.get("stderr_tail", ""))
+                          msg.get("stderr_tail", ""), msg.get("usage"))
         return web.json_response({"ok": True})
 
     async def status_json(request: web.Request) -> web.Response:
@@ -67,7 +70,13 @@ def build_app(registry: Registry, secret: str) -> web.Application:
         return web.json_response(status)
 
     async def status_page(request: web.Request) -> web.Response:
-        return web.Response(text=render_status(registry.status()), content_type="text/html")
+        if page is None:
+            raise web.HTTPFound(protocol.STATUS_JSON)
+        return web.Response(text=page(), content_type="text/html")
+
+    async def events(request: web.Request) -> web.Response:
+        lines = [json.dumps(e, sort_keys=True, default=str) for e in (history.events if history else [])]
+        return web.Response(text="".join(line + "\n" for line in lines), content_type="application/x-ndjson")
 
     def tensorboard_address() -> str | None:
         task = registry.tasks.get(("tensorboard", 0))
@@ -81,26 +90,9 @@ def build_app(registry: Registry, secret: str) -> web.Application:
     app.router.add_post(protocol.FINISHED, finished)
     app.router.add_get(protocol.STATUS_JSON, status_json)
     app.router.add_get("/", status_page)
+    app.router.add_get("/events.jsonl", events)
     app["refused"] = refused
     return app
-
-
-def render_status(status: dict[str, Any]) -> str:
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
-            f"{t['type']}:{t['index']}", t["status"], f"{t['host']}:{t['port']}" if t["host"] else "",
-            t["yarn_container_id"], "" if t["exit_code"] is None else t["exit_code"])) + "</tr>"
-        for t in status["tasks"])
-    counts = status["counts"]
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(status['name'])} — tony-airflow</title>
-<meta http-equiv="refresh" content="5"><style>body{{font-family:sans-serif;margin:2em}}
-td,th{{border-bottom:1px solid #ddd;padding:4px 10px;text-align:left}}</style></head><body>
-<h1>{html.escape(status['name'])}</h1>
-<p>{html.escape(status['app_id'])} · attempt {status['attempt']}/{status['max_attempts']} ·
-allocated {counts['allocated']}/{counts['total']} · registered {counts['registered']}/{counts['total']} ·
-finished {counts['finished']}/{counts['total']}</p>
-<table><tr><th>task</th><th>status</th><th>address</th><th>container</th><th>exit code</th></tr>{rows}</table>
-<p><a href="status.json">status.json</a></p></body></html>"""
 
 
 async def start(app: web.Application, host: str = "0.0.0.0", port: int = 0) -> tuple[web.AppRunner, int]:

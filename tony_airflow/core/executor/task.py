@@ -19,6 +19,7 @@ from tony_airflow.core import protocol
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.port import PortReservation
 from tony_airflow.core.executor.staging import Mirror, is_hdfs, stage_input
+from tony_airflow.core.executor.usage import UsageSampler
 from tony_airflow.core.runtimes import TaskIdentity, task_env
 from tony_airflow.core.spec import JobSpec
 
@@ -60,6 +61,7 @@ class Executor:
         self.registry = registry
         self.host = host
         self.child: UserProcess | None = None
+        self.usage: UsageSampler | None = None
         self.stop_requested = threading.Event()
         self.ident = {"type": me.type, "index": me.index, "attempt": me.attempt}
 
@@ -92,10 +94,12 @@ class Executor:
             reservation.release()  # TensorBoard does not bind with SO_REUSEPORT
         log.info("starting: %s", command)
         self.child = UserProcess(command, env, cwd=cwd)
+        self.usage = UsageSampler(self.child.proc.pid, env.get("CUDA_VISIBLE_DEVICES")).start()
         reservation.release_when_bound(self.child.alive)
         heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         heartbeats.start()
         code = self.child.wait()
+        self.usage.stop()
         self.child.kill_group()
         if mirror is not None:
             mirror.stop(final_push=push)
@@ -149,7 +153,9 @@ class Executor:
     def _heartbeat_loop(self) -> None:
         while self.child is not None and self.child.alive():
             try:
-                action = self.registry.call("POST", protocol.HEARTBEAT, self.ident, retries=2)["action"]
+                usage = self.usage.report() if self.usage else None
+                action = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage},
+                                            retries=2)["action"]
             except Exception as exc:  # the AM decides on missed heartbeats, not us
                 log.warning("heartbeat failed: %s", exc)
                 action = "run"
@@ -163,7 +169,9 @@ class Executor:
     def _report(self, code: int) -> None:
         tail = self.child.stderr_tail() if self.child else ""
         try:
-            self.registry.call("POST", protocol.FINISHED, {**self.ident, "exit_code": code, "stderr_tail": tail})
+            usage = self.usage.report() if self.usage else None
+            self.registry.call("POST", protocol.FINISHED, {**self.ident, "exit_code": code, "stderr_tail": tail,
+                                                           "usage": usage})
         except Exception as exc:
             log.warning("could not report the exit code to the AM: %s", exc)
 
@@ -179,6 +187,7 @@ class Executor:
 
 
 def main() -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per heartbeat
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     job = JobSpec.from_json(Path(protocol.JOB_FILE).read_text())

@@ -1,0 +1,178 @@
+"""Job history on the real cluster: the AM's event log on HDFS, `tony history`, `tony logs`, the web UI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tony_airflow.core.history.store import EVENTS, IN_PROGRESS, HistoryStore
+from tests.e2e.browser import ARTIFACTS, chromium
+from tests.e2e.helpers import BIN, PAYLOADS, wait_terminal, ytf_submit
+
+HISTORY = "/tmp/e2e/tony-history"
+
+
+def tony(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "tony"), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def store(local_cluster) -> HistoryStore:
+    return HistoryStore.open(HISTORY)
+
+
+@pytest.fixture(scope="module")
+def failed_job(local_cluster, rm) -> str:
+    """Two attempts, each failing first at a different worker (worker:1 exits 3, then worker:0 exits 4)."""
+    proc, app_id = ytf_submit("-r", "worker:2", "--max-attempts", "2", "-m", "512", "-n", "history-e2e",
+                              "--history-dir", HISTORY, f"python3 {PAYLOADS / 'fail_each_attempt.py'}")
+    assert proc.returncode == 1, proc.stderr
+    assert app_id and rm.application(app_id).final_status == "FAILED"
+    return app_id
+
+
+def test_history_show_names_the_first_failure_of_each_attempt(failed_job, store):
+    files = store.find(failed_job)
+    assert files is not None and files.complete and files.events_path.endswith("/" + EVENTS)
+    spec = store.spec(failed_job)
+    assert spec["max_attempts"] == 2 and spec["history_dir"] == HISTORY  # the effective job spec
+
+    show = tony("history", "show", failed_job, "--history-dir", HISTORY)
+    assert show.returncode == 0, show.stderr
+    out = show.stdout
+    assert "attempt 1: failed; first failure: worker:1 exit code 3" in out
+    assert "attempt 2: failed; first failure: worker:0 exit code 4" in out
+    assert re.search(r"^\* worker:1\s+FAILED\s+\S+\s+container_\S+\s+3\s", out, re.M), out
+    assert re.search(r"^\* worker:0\s+FAILED\s+\S+\s+container_\S+\s+4\s", out, re.M), out
+    peaks = [int(m) for m in re.findall(r"(\d+) MiB", out)]
+    assert len(peaks) == 4 and min(peaks) >= 64, out  # each worker holds 64 MiB of ballast
+    for event in ("JOB_SUBMITTED", "AM_STARTED", "ATTEMPT_STARTED", "TASK_ALLOCATED", "TASK_REGISTERED",
+                  "TASK_STARTED", "TASK_FINISHED", "ATTEMPT_ENDED", "JOB_FINISHED"):
+        assert event in out
+
+    listing = tony("history", "--history-dir", HISTORY)
+    row = next(line for line in listing.stdout.splitlines() if line.startswith(failed_job))
+    assert re.search(r"history-e2e\s+\S+\s+FAILED\s+.*\s2/2$", row), row
+
+
+def test_logs_of_a_task_show_its_stderr(failed_job):
+    one = tony("logs", failed_job, "--task", "worker:1", "--attempt", "1", "--history-dir", HISTORY)
+    assert one.returncode == 0, one.stderr
+    assert "worker:1 breaks in attempt 1: simulated data error" in one.stdout
+    assert "worker:1 attempt 1 starts" in one.stdout and "worker:0" not in one.stdout.replace("==>", "")
+    assert "LogAggregationType: AGGREGATED" in one.stdout  # read back from HDFS by Hadoop's LogsCLI
+    both = tony("logs", failed_job, "--task", "worker:0", "--history-dir", HISTORY)
+    assert both.stdout.count("==> worker:0 attempt") == 2
+    assert "worker:0 breaks in attempt 2: simulated data error" in both.stdout
+    bad = tony("logs", failed_job, "--task", "worker:7", "--history-dir", HISTORY)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+    assert "task: worker:7 is not a task of" in bad.stderr
+
+
+def test_history_web_ui_in_a_real_browser(failed_job):
+    server = subprocess.Popen([str(BIN / "tony"), "history", "serve", "--port", "0", "--history-dir", HISTORY],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    browser = None
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("History server: http"), line + server.stderr.read()
+        url = line.split()[-1]
+        browser = chromium()
+        browser.get(url)
+        from selenium.webdriver.common.by import By
+
+        row = browser.find_element(By.CSS_SELECTOR, f'tr.job[data-app-id="{failed_job}"]')
+        assert "FAILED" in row.text and "history-e2e" in row.text
+        ARTIFACTS.mkdir(exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / "history-jobs.png"))
+        row.find_element(By.TAG_NAME, "a").click()
+        tables = browser.find_elements(By.CSS_SELECTOR, "table.tasks")
+        assert [t.get_attribute("data-attempt") for t in tables] == ["1", "2"]
+        first = tables[0].find_element(By.CSS_SELECTOR, "tr.first-failure")
+        assert first.get_attribute("data-task") == "worker:1"
+        assert first.find_element(By.CSS_SELECTOR, ".exit-code").text == "3"
+        assert len(browser.find_elements(By.CSS_SELECTOR, ".timeline .bar.running")) >= 5  # AM + 4 tasks
+        assert "fail_each_attempt.py" in browser.find_element(By.ID, "spec").text
+        browser.save_screenshot(str(ARTIFACTS / "history-job.png"))
+        assert (ARTIFACTS / "history-job.png").stat().st_size > 10_000
+        logs = httpx.get(first.find_element(By.LINK_TEXT, "logs").get_attribute("href"), timeout=120)
+        assert "simulated data error" in logs.text
+    finally:
+        if browser is not None:
+            browser.quit()
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _am_process(app_id: str) -> int:
+    """Our Python AM: the process running tony_airflow.core.am in the application's first container."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if "tony_airflow.core.am" in cmdline and app_id in cwd:
+            return int(pid)
+    raise AssertionError(f"no AM process for {app_id}")
+
+
+def test_a_killed_am_leaves_a_readable_partial_log(local_cluster, rm, store):
+    proc = subprocess.run([str(BIN / "tony"), "submit", "--no-wait", "-r", "worker:1", "-m", "512",
+                           "-n", "am-killed", "--history-dir", HISTORY, f"python3 {PAYLOADS / 'sleep.py'}"],
+                          capture_output=True, text=True, timeout=120)
+    app_id = re.search(r"application_\d+_\d+", proc.stdout).group(0)
+    deadline = time.monotonic() + 120
+    files = None
+    while True:  # the log is written while the job runs
+        files = store.find(app_id)
+        if files is not None and "TASK_STARTED" in json.dumps(store.events(files)):
+            break
+        assert time.monotonic() < deadline, "the AM never logged TASK_STARTED"
+        time.sleep(0.5)
+    assert not files.complete and files.events_path.endswith(IN_PROGRESS)
+
+    # While it runs: the live AM page is the history UI's job page; the task's logs come from the NodeManager.
+    live = httpx.get(rm.application(app_id).tracking_url.rstrip("/") + "/pages/tony/", timeout=30,
+                     follow_redirects=True).text
+    assert 'id="status">RUNNING' in live and 'data-task="worker:0"' in live and 'class="tasks"' in live
+    running_logs = tony("logs", app_id, "--task", "worker:0", "--history-dir", HISTORY)
+    assert "starting: python3" in running_logs.stdout and "LogAggregationType: LOCAL" in running_logs.stdout
+
+    os.kill(_am_process(app_id), signal.SIGKILL)
+    report = wait_terminal(rm, app_id)
+    assert report.final_status == "FAILED"
+
+    files = store.find(app_id)
+    assert files is not None and not files.complete
+    raw = store.fs.cat_file(files.events_path).decode()
+    events = [json.loads(line) for line in raw.splitlines()]  # every line whole and readable
+    kinds = [e["event"] for e in events]
+    assert kinds[:3] == ["JOB_SUBMITTED", "AM_STARTED", "ATTEMPT_STARTED"] and "TASK_STARTED" in kinds
+    assert "JOB_FINISHED" not in kinds
+    show = tony("history", "show", app_id, "--history-dir", HISTORY)
+    assert show.returncode == 0
+    assert f"{app_id}  am-killed  FAILED" in show.stdout
+    assert "the AM ended without closing the event log" in show.stdout and "TASK_STARTED" in show.stdout
+
+
+def test_purge_deletes_only_old_finished_histories(failed_job, store):
+    old = "application_1000000000000_0001"
+    long_ago = time.time() - 40 * 86400
+    store.start_job(old, "{}")
+    store.append(old, [json.dumps({"time": long_ago, "event": "JOB_SUBMITTED", "name": "old"}),
+                       json.dumps({"time": long_ago + 60, "event": "JOB_FINISHED", "status": "SUCCEEDED"})])
+    store.finish_job(old)
+    purge = tony("history", "purge", "--max-age", "30d", "--history-dir", HISTORY)
+    assert purge.returncode == 0 and old in purge.stdout, purge.stdout + purge.stderr
+    assert store.find(old) is None and store.find(failed_job) is not None
+    bad = tony("history", "purge", "--max-age", "soon", "--history-dir", HISTORY)
+    assert bad.returncode == 2 and "max-age: 'soon' is not an age" in bad.stderr

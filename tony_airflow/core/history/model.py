@@ -1,0 +1,211 @@
+"""A job as its events tell it: attempts, the task table of each, the first failure.
+
+Built from the same events whether they come from a finished log, an
+in-progress one, or the AM's memory (its live status page), so every view
+shows the same thing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from tony_airflow.core.history import events as ev
+
+RUNNING = "RUNNING"
+TERMINAL = ("SUCCEEDED", "FAILED", "KILLED")
+
+
+@dataclass
+class TaskRun:
+    """One task in one attempt."""
+
+    task: str
+    attempt: int
+    status: str = "REQUESTED"
+    host: str = ""
+    port: int = 0
+    container_id: str = ""
+    node_http: str = ""
+    exit_code: int | None = None
+    allocated_at: float | None = None
+    registered_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    duration_s: float | None = None
+    peak_rss_kib: int = 0
+    gpu_util_max: float | None = None
+    stderr_tail: str = ""
+    reason: str = ""
+
+    @property
+    def type(self) -> str:
+        return self.task.split(":")[0]
+
+    @property
+    def index(self) -> int:
+        return int(self.task.split(":")[1])
+
+
+@dataclass
+class Attempt:
+    number: int
+    started_at: float
+    ended_at: float | None = None
+    ok: bool | None = None            # None while it runs
+    reason: str = ""
+    first_failure: str = ""           # the task that failed first, e.g. "worker:1"
+    first_failure_exit: int | None = None
+    tasks: dict[str, TaskRun] = field(default_factory=dict)
+
+    def failed_first(self) -> TaskRun | None:
+        return self.tasks.get(self.first_failure) if self.first_failure else None
+
+
+@dataclass
+class JobHistory:
+    app_id: str
+    name: str = ""
+    user: str = ""
+    queue: str = ""
+    tags: list[str] = field(default_factory=list)
+    submitted_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    status: str = RUNNING
+    diagnostics: str = ""
+    max_attempts: int = 1
+    attempts: list[Attempt] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    spec: dict[str, Any] | None = None
+    complete: bool = True             # the AM closed the log
+    incomplete_reason: str = ""
+
+    @classmethod
+    def from_events(cls, app_id: str, events: Iterable[dict[str, Any]], spec: dict[str, Any] | None = None,
+                    complete: bool = True) -> "JobHistory":
+        job = cls(app_id=app_id, spec=spec, complete=complete)
+        for event in events:
+            job.events.append(event)
+            job._apply(event)
+        if not complete and job.status == RUNNING:
+            job.incomplete_reason = "the event log is still open: the job is running or its AM was lost"
+        return job
+
+    def _apply(self, e: dict[str, Any]) -> None:
+        kind, at = e["event"], e["time"]
+        if kind == ev.JOB_SUBMITTED:
+            self.submitted_at = at
+            self.name, self.user, self.queue = e.get("name", ""), e.get("user", ""), e.get("queue", "")
+            self.tags, self.max_attempts = list(e.get("tags") or []), int(e.get("max_attempts") or 1)
+        elif kind == ev.AM_STARTED:
+            self.started_at = at
+        elif kind == ev.ATTEMPT_STARTED:
+            attempt = Attempt(int(e["attempt"]), at)
+            attempt.tasks = {t: TaskRun(t, attempt.number) for t in e.get("tasks", [])}
+            self.attempts.append(attempt)
+        elif kind == ev.ATTEMPT_ENDED:
+            attempt = self._attempt(e)
+            attempt.ended_at, attempt.ok, attempt.reason = at, bool(e.get("ok")), e.get("reason", "")
+            attempt.first_failure = e.get("first_failure") or ""
+            attempt.first_failure_exit = e.get("first_failure_exit")
+        elif kind == ev.JOB_FINISHED:
+            self.finished_at, self.status, self.diagnostics = at, e["status"], e.get("diagnostics", "")
+        elif kind.startswith("TASK_"):
+            self._apply_task(kind, at, e)
+
+    def _attempt(self, e: dict[str, Any]) -> Attempt:
+        number = int(e.get("attempt") or 1)
+        for attempt in self.attempts:
+            if attempt.number == number:
+                return attempt
+        attempt = Attempt(number, e["time"])  # a log that lost its ATTEMPT_STARTED line
+        self.attempts.append(attempt)
+        return attempt
+
+    def _apply_task(self, kind: str, at: float, e: dict[str, Any]) -> None:
+        attempt = self._attempt(e)
+        run = attempt.tasks.setdefault(e["task"], TaskRun(e["task"], attempt.number))
+        run.container_id = e.get("container_id") or run.container_id
+        if kind == ev.TASK_ALLOCATED:
+            run.allocated_at, run.status = at, "ALLOCATED"
+            run.node_http = e.get("node_http") or run.node_http
+        elif kind == ev.TASK_REGISTERED:
+            run.registered_at, run.status = at, "REGISTERED"
+            run.host, run.port = e.get("host", ""), int(e.get("port") or 0)
+        elif kind == ev.TASK_STARTED:
+            run.started_at, run.status = at, "RUNNING"
+        elif kind == ev.TASK_FINISHED:
+            run.finished_at, run.status, run.exit_code = at, e.get("status", "FINISHED"), e.get("exit_code")
+            run.host = e.get("host") or run.host
+            run.duration_s = e.get("duration_s")
+            run.peak_rss_kib = int(e.get("peak_rss_kib") or 0)
+            run.gpu_util_max = e.get("gpu_util_max")
+            run.stderr_tail, run.reason = e.get("stderr_tail", ""), e.get("reason", "")
+
+    # ------------------------------------------------------------ views
+    @property
+    def running(self) -> bool:
+        return self.status == RUNNING
+
+    @property
+    def start(self) -> float | None:
+        return self.submitted_at or self.started_at or (self.events[0]["time"] if self.events else None)
+
+    @property
+    def end(self) -> float | None:
+        return self.finished_at
+
+    def duration_s(self, now: float | None = None) -> float | None:
+        if self.start is None:
+            return None
+        end = self.end if self.end is not None else (time.time() if now is None else now)
+        return max(end - self.start, 0.0)
+
+    def reconcile(self, rm_state: str, rm_final_status: str, rm_diagnostics: str = "") -> None:
+        """An open log whose application YARN says has ended: its AM died before closing it."""
+        if self.complete or not self.running or rm_state not in ("FINISHED", "FAILED", "KILLED"):
+            return
+        self.status = rm_final_status if rm_final_status in TERMINAL else rm_state
+        self.diagnostics = self.diagnostics or rm_diagnostics.strip()
+        self.finished_at = self.events[-1]["time"] if self.events else None
+        self.incomplete_reason = ("the AM ended without closing the event log; "
+                                  "the events below are what it wrote before")
+
+    def summary(self, now: float | None = None) -> dict[str, Any]:
+        duration = self.duration_s(now)
+        return {"app_id": self.app_id, "name": self.name, "user": self.user, "status": self.status,
+                "start": self.start, "duration_s": None if duration is None else round(duration, 1),
+                "attempts": len(self.attempts), "max_attempts": self.max_attempts, "complete": self.complete}
+
+    def timeline(self, now: float | None = None) -> list[dict[str, Any]]:
+        """Bars for every task of every attempt, as percentages of the job's span."""
+        t0 = self.start
+        span = self.duration_s(now)
+        if t0 is None or not span:
+            return []
+        end_default = t0 + span
+
+        def pct(t: float) -> float:
+            return round(100.0 * (t - t0) / span, 2)
+
+        rows = []
+        if self.started_at is not None:  # the AM: queued at YARN until it starts, then alive to the end
+            rows.append({"attempt": "", "task": "AM", "status": self.status, "bars": [
+                {"kind": "starting", "left": 0.0, "width": max(pct(self.started_at), 0.3)},
+                {"kind": "running", "left": pct(self.started_at),
+                 "width": max(100.0 - pct(self.started_at), 0.3)}]})
+        for attempt in self.attempts:
+            for run in attempt.tasks.values():
+                begin = run.allocated_at or attempt.started_at
+                started = run.started_at or run.registered_at
+                end = run.finished_at or attempt.ended_at or end_default
+                row = {"attempt": attempt.number, "task": run.task, "status": run.status, "bars": []}
+                if started is not None:
+                    row["bars"].append({"kind": "starting", "left": pct(begin), "width": max(pct(started) - pct(begin), 0.3)})
+                    row["bars"].append({"kind": "running", "left": pct(started), "width": max(pct(end) - pct(started), 0.3)})
+                else:
+                    row["bars"].append({"kind": "starting", "left": pct(begin), "width": max(pct(end) - pct(begin), 0.3)})
+                rows.append(row)
+        return rows

@@ -1,0 +1,180 @@
+"""Where job history lives: one directory per application under a history root.
+
+Layout (TonY's, flattened): `<root>/<application id>/job.json` (the effective
+job spec) and `<root>/<application id>/events.jsonl.inprogress`, renamed to
+`events.jsonl` when the AM ends the job. A crashed AM leaves the in-progress
+file, which is still readable line by line. The root is an HDFS path (plain
+`/path` or `hdfs://...`, over WebHDFS) or a `file://` path (one machine only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from fsspec import AbstractFileSystem
+
+log = logging.getLogger("tony.history")
+
+DEFAULT_HISTORY_DIR = "/tmp/tony-history"
+HISTORY_DIR_ENV = "TONY_HISTORY_DIR"
+EVENTS = "events.jsonl"
+IN_PROGRESS = EVENTS + ".inprogress"
+SPEC = "job.json"
+APP_ID = re.compile(r"^application_\d+_\d+$")
+
+
+def history_dir(configured: str | None = None) -> str:
+    """The history root: the given one, else $TONY_HISTORY_DIR, else /tmp/tony-history on HDFS."""
+    return configured or os.environ.get(HISTORY_DIR_ENV) or DEFAULT_HISTORY_DIR
+
+
+@dataclass
+class JobFiles:
+    """What one application's history directory holds."""
+
+    app_id: str
+    events_path: str
+    complete: bool           # the AM renamed the log at the end
+    modified: float          # seconds since the epoch
+
+
+class HistoryStore:
+    """Reads and writes the history root through one fsspec filesystem."""
+
+    def __init__(self, fs: AbstractFileSystem, root: str):
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+
+    @classmethod
+    def open(cls, uri: str | None = None) -> "HistoryStore":
+        uri = history_dir(uri)
+        if uri.startswith("file://"):
+            from fsspec.implementations.local import LocalFileSystem
+
+            return cls(LocalFileSystem(), uri[len("file://"):])
+        from tony_airflow.yarn.hdfs import hdfs_path, webhdfs
+
+        return cls(webhdfs(), hdfs_path(uri))
+
+    # ----------------------------------------------------------- layout
+    def job_dir(self, app_id: str) -> str:
+        return posixpath.join(self.root, app_id)
+
+    def path(self, app_id: str, name: str) -> str:
+        return posixpath.join(self.root, app_id, name)
+
+    # ----------------------------------------------------------- writing
+    def start_job(self, app_id: str, spec_json: str) -> None:
+        """Create the job's directory, its spec and an empty in-progress log."""
+        if not self.fs.exists(self.root):
+            self.fs.makedirs(self.root, exist_ok=True)
+            try:  # a shared root, like /tmp: every user's AM writes its own directory into it
+                self.fs.chmod(self.root, 0o1777)
+            except (AttributeError, NotImplementedError, OSError):
+                pass
+        self.fs.makedirs(self.job_dir(app_id), exist_ok=True)
+        self.fs.pipe_file(self.path(app_id, SPEC), spec_json.encode())
+        self.fs.pipe_file(self.path(app_id, IN_PROGRESS), b"")
+
+    def append(self, app_id: str, lines: list[str]) -> None:
+        data = "".join(line + "\n" for line in lines).encode()
+        path = self.path(app_id, IN_PROGRESS)
+        from fsspec.implementations.webhdfs import WebHDFS
+
+        if isinstance(self.fs, WebHDFS):
+            from tony_airflow.yarn.hdfs import append_bytes
+
+            append_bytes(self.fs, path, data)
+            return
+        with self.fs.open(path, "ab") as out:
+            out.write(data)
+
+    def finish_job(self, app_id: str) -> None:
+        self.fs.mv(self.path(app_id, IN_PROGRESS), self.path(app_id, EVENTS))
+
+    # ----------------------------------------------------------- reading
+    def jobs(self) -> list[JobFiles]:
+        """Every application with a history directory, newest first."""
+        if not self.fs.exists(self.root):
+            return []
+        found = []
+        for entry in self.fs.ls(self.root, detail=True):
+            app_id = posixpath.basename(entry["name"].rstrip("/"))
+            if entry.get("type") != "directory" or not APP_ID.match(app_id):
+                continue
+            files = self.find(app_id)
+            if files is not None:
+                found.append(files)
+        return sorted(found, key=lambda f: _app_order(f.app_id), reverse=True)
+
+    def find(self, app_id: str) -> JobFiles | None:
+        for name, complete in ((EVENTS, True), (IN_PROGRESS, False)):
+            path = self.path(app_id, name)
+            try:
+                info = self.fs.info(path)
+            except FileNotFoundError:
+                continue
+            return JobFiles(app_id, path, complete, _mtime(info))
+        return None
+
+    def events(self, files: JobFiles) -> list[dict[str, Any]]:
+        """The events of one log; a torn last line (the AM died mid-write) is skipped."""
+        return list(parse_lines(self.fs.cat_file(files.events_path).decode(errors="replace")))
+
+    def spec(self, app_id: str) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.fs.cat_file(self.path(app_id, SPEC)))
+        except (FileNotFoundError, ValueError):
+            return None
+
+    # ----------------------------------------------------------- retention
+    def purge(self, max_age_s: float, now: float | None = None) -> list[str]:
+        """Delete the history of jobs that ended more than `max_age_s` ago; return their ids.
+
+        A finished log's age is counted from its last event; an in-progress log
+        (an AM that died without closing it) from its last write.
+        """
+        now = time.time() if now is None else now
+        purged = []
+        for files in self.jobs():
+            ended = files.modified
+            if files.complete:
+                events = self.events(files)
+                ended = events[-1]["time"] if events else files.modified
+            if now - ended > max_age_s:
+                self.fs.rm(self.job_dir(files.app_id), recursive=True)
+                purged.append(files.app_id)
+        return purged
+
+
+def parse_lines(text: str) -> Iterator[dict[str, Any]]:
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            log.warning("skipping a torn event line: %.80s", line)
+            continue
+        if isinstance(event, dict) and "event" in event and "time" in event:
+            yield event
+
+
+def _mtime(info: dict[str, Any]) -> float:
+    """fsspec's local FS gives seconds ('mtime'); WebHDFS gives milliseconds ('modificationTime')."""
+    if "modificationTime" in info:
+        return info["modificationTime"] / 1000.0
+    return float(info.get("mtime") or info.get("created") or 0.0)
+
+
+def _app_order(app_id: str) -> tuple[int, int]:
+    _, ts, seq = app_id.split("_")
+    return int(ts), int(seq)

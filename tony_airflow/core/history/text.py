@@ -1,0 +1,59 @@
+"""Job history as plain text for `tony history` and `tony history show`."""
+
+from __future__ import annotations
+
+from tony_airflow.core.history.model import JobHistory
+from tony_airflow.core.history.render import duration, mib, when
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    return "\n".join(lines)
+
+
+def jobs_table(jobs: list[JobHistory]) -> str:
+    rows = []
+    for job in jobs:
+        status = job.status + ("" if job.complete or job.running else " (log incomplete)")
+        rows.append([job.app_id, job.name, job.user, status, when(job.start), duration(job.duration_s()),
+                     f"{len(job.attempts)}/{job.max_attempts}"])
+    return _table(["APPLICATION", "NAME", "USER", "STATUS", "START (UTC)", "DURATION", "ATTEMPTS"], rows)
+
+
+def job_report(job: JobHistory, with_events: bool = True) -> str:
+    out = [f"{job.app_id}  {job.name}  {job.status}",
+           f"user {job.user} · queue {job.queue} · submitted {when(job.start)} UTC · {duration(job.duration_s())} · "
+           f"attempts {len(job.attempts)}/{job.max_attempts}"]
+    if job.incomplete_reason:
+        out.append(f"note: {job.incomplete_reason}")
+    if job.diagnostics:
+        out.append(f"diagnostics: {job.diagnostics}")
+    for attempt in job.attempts:
+        if attempt.ok is None:
+            verdict = "running" if job.running else "did not end"
+        else:
+            verdict = "succeeded" if attempt.ok else "failed"
+        first = ""
+        if attempt.first_failure:
+            run = attempt.failed_first()
+            where = f" on {run.host}" if run and run.host else ""
+            first = f"; first failure: {attempt.first_failure} exit code {attempt.first_failure_exit}{where}"
+        elif attempt.ok is False and attempt.reason:
+            first = f"; {attempt.reason}"
+        out += ["", f"attempt {attempt.number}: {verdict}{first}"]
+        rows = [[("* " if run.task == attempt.first_failure else "  ") + run.task, run.status,
+                 f"{run.host}:{run.port}" if run.host else "", run.container_id,
+                 "" if run.exit_code is None else str(run.exit_code), duration(run.duration_s), mib(run.peak_rss_kib)]
+                for run in attempt.tasks.values()]
+        out.append(_table(["  TASK", "STATUS", "ADDRESS", "CONTAINER", "EXIT", "DURATION", "PEAK RSS"], rows))
+    if with_events:
+        out += ["", "events:"]
+        for e in job.events:
+            details = " ".join(f"{k}={v}" for k, v in e.items()
+                               if k not in ("time", "event", "attempt", "task", "stderr_tail", "spec")
+                               and v not in (None, "", [], {}))
+            who = " ".join(str(x) for x in (f"attempt {e['attempt']}" if "attempt" in e else "", e.get("task", ""))
+                           if x)
+            out.append(f"  {when(e['time'])}  {e['event']:<16} {who:<20} {details}".rstrip())
+    return "\n".join(out)

@@ -1,0 +1,41 @@
+"""Container logs through Hadoop's own reader (`yarn logs`, LogsCLI).
+
+After the job, LogsCLI reads the logs aggregated into HDFS (Hadoop 3.4's
+IFile/TFile layout); while it runs, it asks the NodeManager for them. Either
+way the bytes come from Hadoop, not from a reader of our own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+# skein writes a container's stdout and stderr to `<service>.log`; prelaunch.err
+# holds what went wrong before the command could start.
+TASK_LOG_PATTERN = r"(.*\.log|prelaunch\.err)"
+
+
+def logs_command(app_id: str, container_id: str | None = None, pattern: str | None = None) -> list[str]:
+    cmd = ["yarn", "logs", "-applicationId", app_id]
+    if container_id:
+        cmd += ["-containerId", container_id]
+    if pattern:
+        cmd += ["-log_files_pattern", pattern]
+    return cmd
+
+
+def hadoop_env() -> dict[str, str]:
+    from tony_airflow.core.client import hadoop_environment
+
+    return dict(os.environ, **hadoop_environment())
+
+
+def print_logs(app_id: str, container_id: str | None = None, pattern: str | None = None) -> int:
+    return subprocess.run(logs_command(app_id, container_id, pattern), env=hadoop_env()).returncode
+
+
+def read_logs(app_id: str, container_id: str | None = None, pattern: str | None = None,
+              timeout: float = 120) -> tuple[int, str]:
+    proc = subprocess.run(logs_command(app_id, container_id, pattern), env=hadoop_env(), capture_output=True,
+                          text=True, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
