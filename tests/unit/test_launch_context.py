@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tony_airflow.core import protocol
 from tony_airflow.core.client import VENV_DIR, build_application
+from tony_airflow.core.placement import initial_container_ids
 from tony_airflow.core.spec import build_job_spec
 
 
@@ -28,8 +29,11 @@ def test_services_per_resource_profile_and_shipped_files(tmp_path, monkeypatch):
     assert set(app.services) == {"ps", "worker", "worker-1"}
     assert app.services["worker-1"].resources.memory == 3072
     assert app.services["worker"].resources.memory == 1024
+    # attempt 1's containers are asked for by skein's AM at start; worker:1 has its own profile
+    assert {n: s.instances for n, s in app.services.items()} == {"ps": 1, "worker": 1, "worker-1": 1}
+    assert initial_container_ids(job) == {"ps_0": ("ps", 0), "worker_0": ("worker", 0), "worker-1_0": ("worker", 1)}
     for service in app.services.values():
-        assert service.instances == 0 and service.allow_failures and service.max_restarts == 0
+        assert service.allow_failures and service.max_restarts == 0
         assert {protocol.JOB_FILE, protocol.SECRET_FILE} <= set(service.files)
     assert "tony_airflow.core.am" in app.master.script
     # the secret travels as a file, never on a command line or in the environment
@@ -56,3 +60,33 @@ def test_packed_environment_is_an_archive_of_the_tasks_only(tmp_path, monkeypatc
     job, app = _app(tmp_path, monkeypatch, python_venv=str(archive))
     assert app.services["worker"].files[VENV_DIR].type == "ARCHIVE"
     assert VENV_DIR not in app.master.files
+
+
+def test_executor_identity_from_environment_or_skein_container_id(monkeypatch):
+    from tony_airflow.core.executor import task
+
+    job = build_job_spec({"cluster_requirement": "ps:1,worker:3", "command": "x", "task_memory": "worker[2]:4096",
+                          "client": True})
+    retry = {"TONY_TASK_TYPE": "worker", "TONY_TASK_INDEX": "2", "TONY_ATTEMPT": "3", "TONY_AM_ADDRESS": "h:1",
+             "TONY_APPLICATION_ID": "application_1_1"}
+    assert task.first_attempt_env(job, retry) is None
+    me, address = task.identity(retry)
+    assert (me.type, me.index, me.attempt, address) == ("worker", 2, 3, "h:1")
+
+    class FakeKV:
+        def wait(self, key):
+            assert key == "tony.am_address"
+            return b"am:4242"
+
+    class FakeApp:
+        kv = FakeKV()
+
+    import skein
+
+    monkeypatch.setattr(skein.ApplicationClient, "from_current", staticmethod(lambda: FakeApp()))
+    first = {"SKEIN_CONTAINER_ID": "worker_1", "SKEIN_APPLICATION_ID": "application_1_1"}
+    told = task.first_attempt_env(job, first)
+    me, address = task.identity(told)
+    assert (me.type, me.index, me.attempt, me.app_id, address) == ("worker", 1, 1, "application_1_1", "am:4242")
+    assert task.first_attempt_env(job, {**first, "SKEIN_CONTAINER_ID": "worker-2_0"})["TONY_TASK_INDEX"] == "2"
+    assert "chief_0" not in initial_container_ids(job)  # --client: the chief runs in the submitting process

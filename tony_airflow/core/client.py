@@ -25,6 +25,7 @@ import skein
 from tony_airflow.core import protocol
 from tony_airflow.core.am.master import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV
 from tony_airflow.core.history.store import history_dir
+from tony_airflow.core.placement import initial_tasks, service_names
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.hadoop_conf import HadoopConf
@@ -63,16 +64,6 @@ def _driver_java_options() -> list[str] | None:
         return None
 
 
-def service_names(job: JobSpec) -> dict[str, tuple[str, int, int, int]]:
-    """skein service -> (type, memory MiB, vcores, gpus): one per type, one per task override."""
-    services = {}
-    for task in job.tasks.values():
-        services[task.name] = (task.name, task.memory_mb, task.vcores, task.gpus)
-        for index in sorted(set(task.memory_by_index) | set(task.vcores_by_index)):
-            services[f"{task.name}-{index}"] = (task.name, task.memory_of(index), task.vcores_of(index), task.gpus)
-    return services
-
-
 def build_application(job: JobSpec, staging: Path, secret: str) -> skein.ApplicationSpec:
     """The skein ApplicationSpec for a job; shipped files are staged under `staging`."""
     # The effective spec names the history directory the submitter's `tony history` reads.
@@ -101,11 +92,12 @@ def build_application(job: JobSpec, staging: Path, secret: str) -> skein.Applica
         script=f"exec {job.python} -m tony_airflow.core.am",
     )
     services = {}
+    first = initial_tasks(job)  # attempt 1's containers: skein's AM asks for them as soon as it starts
     for name, (type_, memory, vcores, gpus) in service_names(job).items():
         services[name] = skein.Service(
             resources=skein.Resources(memory=memory, vcores=vcores, gpus=gpus),
             script=f"exec {job.python} -m tony_airflow.core.executor",
-            files=task_files, env=task_env, instances=0, max_restarts=0, allow_failures=True,
+            files=task_files, env=task_env, instances=len(first[name]), max_restarts=0, allow_failures=True,
             node_label=job.tasks[type_].node_label,
         )
     return skein.ApplicationSpec(

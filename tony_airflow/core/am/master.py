@@ -30,6 +30,7 @@ from tony_airflow.core.history.events import EventLog
 from tony_airflow.core.history.model import JobHistory, TaskRun
 from tony_airflow.core.history.render import Links, render_job
 from tony_airflow.core.history.store import HistoryStore, history_dir
+from tony_airflow.core.placement import AM_ADDRESS_KEY, initial_container_ids, service_name
 from tony_airflow.core.spec import JobSpec
 
 log = logging.getLogger("tony.am")
@@ -38,14 +39,6 @@ PROGRESS_KEY = "tony.progress"
 STATUS_URL_KEY = "tony.status_url"
 TENSORBOARD_URL_KEY = "tony.tensorboard_url"
 SUBMITTED_AT_ENV = "TONY_SUBMITTED_AT"
-
-
-def service_name(type_: str, index: int, job: JobSpec) -> str:
-    """The skein service holding this task's container (see client.service_names)."""
-    task = job.tasks[type_]
-    if index in task.memory_by_index or index in task.vcores_by_index:
-        return f"{type_}-{index}"
-    return type_
 
 
 @dataclass
@@ -86,8 +79,9 @@ class ApplicationMaster:
                           schema=ev.SCHEMA_VERSION)
         self.history.emit(ev.AM_STARTED, at=self.started, host=self.host,
                           container_id=os.environ.get("CONTAINER_ID", ""))
-        await asyncio.to_thread(self.history.start, self.job.to_json())
-        flusher = asyncio.create_task(self.history.flush_forever())
+        # Creating the history directory must not hold up the job: it runs beside it.
+        opened = asyncio.create_task(asyncio.to_thread(self.history.start, self.job.to_json()))
+        flusher = asyncio.create_task(self._flush_history(opened))
         try:
             status, diagnostics = await self._run_attempts()
         except asyncio.CancelledError:
@@ -99,8 +93,13 @@ class ApplicationMaster:
         finally:
             flusher.cancel()
         self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics)
+        await opened
         await asyncio.to_thread(self.history.close)
         return status, diagnostics
+
+    async def _flush_history(self, opened: asyncio.Task) -> None:
+        await opened
+        await self.history.flush_forever()
 
     async def _run_attempts(self) -> tuple[str, str]:
         page = self.live_page
@@ -162,19 +161,20 @@ class ApplicationMaster:
         reg.new_attempt(attempt)
         self._container_of = {}
         attempt_start = time.time()
-        log.info("attempt %d/%d: requesting %d containers", attempt, self.job.max_attempts, len(reg.tasks))
         self.history.emit(ev.ATTEMPT_STARTED, attempt=attempt, tasks=[x.id for x in reg.tasks.values()])
-        for (type_, index), task in reg.tasks.items():
+        for (type_, index) in reg.tasks:
             if type_ in self.job.local_types():  # runs in the submitting process, registers like the rest
                 reg.container_allocated((type_, index), "")
-                continue
-            env = {
-                "TONY_TASK_TYPE": type_, "TONY_TASK_INDEX": str(index), "TONY_ATTEMPT": str(attempt),
-                "TONY_AM_ADDRESS": self.address, "TONY_APPLICATION_ID": self.app_id,
-            }
-            container = await asyncio.to_thread(self.app.add_container, service_name(type_, index, self.job), env)
-            task.container_id = container.id
-            self._container_of[container.id] = (type_, index)
+        if attempt == 1:
+            # skein's AM asked YARN for these when it started; their executors wait for this address.
+            for cid, key in initial_container_ids(self.job).items():
+                reg.tasks[key].container_id = cid
+                self._container_of[cid] = key
+            self._publish(AM_ADDRESS_KEY, self.address)
+            log.info("attempt 1/%d: %d containers were requested at start", self.job.max_attempts,
+                     len(self._container_of))
+        else:
+            await self._request_containers(attempt)
 
         outcome = None
         while outcome is None:
@@ -195,6 +195,26 @@ class ApplicationMaster:
                           first_failure=failed.id if failed else "",
                           first_failure_exit=failed.exit_code if failed else None)
         return outcome
+
+    async def _request_containers(self, attempt: int) -> None:
+        """A retry: one new container per task, named in its environment."""
+        log.info("attempt %d/%d: requesting %d containers", attempt, self.job.max_attempts, len(self.registry.tasks))
+        for (type_, index), task in self.registry.tasks.items():
+            if type_ in self.job.local_types():
+                continue
+            env = {
+                "TONY_TASK_TYPE": type_, "TONY_TASK_INDEX": str(index), "TONY_ATTEMPT": str(attempt),
+                "TONY_AM_ADDRESS": self.address, "TONY_APPLICATION_ID": self.app_id,
+            }
+            container = await asyncio.to_thread(self.app.add_container, service_name(type_, index, self.job), env)
+            task.container_id = container.id
+            self._container_of[container.id] = (type_, index)
+
+    def _publish(self, key: str, value: str) -> None:
+        try:
+            self.app.kv[key] = value.encode()
+        except Exception as exc:
+            log.warning("could not publish %s: %s", key, exc)
 
     def _decide(self, attempt_start: float) -> Outcome | None:
         job, t = self.job, self.registry.tasks.values()

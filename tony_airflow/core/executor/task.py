@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Mapping
 
 import httpx
 
@@ -20,6 +21,7 @@ from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.port import PortReservation
 from tony_airflow.core.executor.staging import Mirror, is_hdfs, stage_input
 from tony_airflow.core.executor.usage import UsageSampler
+from tony_airflow.core.placement import AM_ADDRESS_KEY, task_of_container
 from tony_airflow.core.runtimes import TaskIdentity, task_env
 from tony_airflow.core.spec import JobSpec
 
@@ -186,15 +188,44 @@ class Executor:
         threading.Thread(target=self.child.stop, args=(3.0,), daemon=True).start()
 
 
+def identity(env: Mapping[str, str]) -> tuple[TaskIdentity, str]:
+    """Which task this container runs, and where the AM's registry is, from the environment."""
+    me = TaskIdentity(type=env["TONY_TASK_TYPE"], index=int(env["TONY_TASK_INDEX"]), attempt=int(env["TONY_ATTEMPT"]),
+                      app_id=env.get("TONY_APPLICATION_ID", ""))
+    return me, env["TONY_AM_ADDRESS"]
+
+
+def first_attempt_env(job: JobSpec, env: Mapping[str, str]) -> dict[str, str] | None:
+    """What a retry's container is told in its environment, found out by one of attempt 1's.
+
+    Those were started by skein before our AM ran: the task follows from the
+    skein container id, and the registry's address is waited for in skein's
+    key-value store, where the AM puts it once it listens. None when the
+    environment already names the task.
+    """
+    if "TONY_TASK_TYPE" in env:
+        return None
+    type_, index = task_of_container(job, env["SKEIN_CONTAINER_ID"])
+    import skein
+
+    address = skein.ApplicationClient.from_current().kv.wait(AM_ADDRESS_KEY).decode()
+    return {"TONY_TASK_TYPE": type_, "TONY_TASK_INDEX": str(index), "TONY_ATTEMPT": "1",
+            "TONY_AM_ADDRESS": address, "TONY_APPLICATION_ID": env.get("SKEIN_APPLICATION_ID", "")}
+
+
 def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per heartbeat
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     job = JobSpec.from_json(Path(protocol.JOB_FILE).read_text())
     secret = Path(protocol.SECRET_FILE).read_text().strip()
-    me = TaskIdentity(type=os.environ["TONY_TASK_TYPE"], index=int(os.environ["TONY_TASK_INDEX"]),
-                      attempt=int(os.environ["TONY_ATTEMPT"]), app_id=os.environ.get("TONY_APPLICATION_ID", ""))
+    told = first_attempt_env(job, os.environ)
+    if told is not None:
+        # Start again without skein's gRPC client in the process: gRPC does not survive the
+        # fork that starts the user command (its child aborts in the event poller).
+        os.execve(sys.executable, [sys.executable, "-m", "tony_airflow.core.executor"], {**os.environ, **told})
+    me, am_address = identity(os.environ)
     host = os.environ.get("NM_HOST") or os.uname().nodename
-    executor = Executor(job, me, RegistryClient(os.environ["TONY_AM_ADDRESS"], secret), host)
+    executor = Executor(job, me, RegistryClient(am_address, secret), host)
     signal.signal(signal.SIGTERM, executor.on_sigterm)
     sys.exit(executor.run())
