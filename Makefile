@@ -5,10 +5,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test,tensorflow
+EXTRAS ?= test,tensorflow,bench
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: demo test venv browser cluster-down clean
+.PHONY: demo test bench venv browser cluster-down clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ demo: $(STAMP)
 ## make test: the whole test suite; end-to-end tests start their own local cluster.
 test: $(STAMP) browser
 	$(BIN)/python -m pytest
+
+## make bench: every benchmark on the local cluster; writes docs/BENCHMARKS.md and docs/bench/*.png.
+bench: $(STAMP)
+	$(BIN)/tony cluster up
+	$(BIN)/python -m bench
 
 ## Debian's chromium + chromedriver, for the real-browser checks (TensorBoard).
 browser:

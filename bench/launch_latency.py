@@ -10,8 +10,9 @@ Variants, interleaved run by run on the local cluster:
     time.time() into a shared directory; one machine, one clock);
 (b) submit -> SUCCEEDED: the ResourceManager's finishedTime.
 Also the peak resident memory of our AM and of one executor, sampled from /proc during a run.
-TonY 0.5.3 is not in this table: `com.linkedin.tony:tony-cli` is not on Maven Central
-(https://repo1.maven.org/maven2/com/linkedin/tony/tony-cli/maven-metadata.xml answers 404).
+TonY 0.5.3 has a row that says why it has no figures: `com.linkedin.tony:tony-cli` is not
+on Maven Central (https://repo1.maven.org/maven2/com/linkedin/tony/tony-cli/maven-metadata.xml
+answers 404).
 
     .venv/bin/python -m bench.launch_latency [--runs 5]
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 import skein
 
 from bench.local import local_cluster
+from bench.report import Report
 from tony_airflow.core.client import TonyClient, _driver_java_options
 from tony_airflow.core.spec import build_job_spec
 from tony_airflow.yarn.local import LocalCluster
@@ -138,32 +140,60 @@ class RssSampler:
             self._thread.join()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args()
+TONY_ERROR = ("TonY 0.5.3 cannot be fetched: com.linkedin.tony:tony-cli is not on Maven Central "
+              "(curl -s -o /dev/null -w '%{http_code}' "
+              "https://repo1.maven.org/maven2/com/linkedin/tony/tony-cli/maven-metadata.xml -> 404; "
+              "nothing under com/linkedin/tony), so there is no TonY row and no ratio to TonY")
+TF_YARN_NOTE = ("tf-yarn 0.7.0 resolves next to our dependencies (pip install --dry-run tf-yarn) but is not "
+                "run: it ships the whole virtual environment to HDFS through cluster-pack for every job and "
+                "needs tensorflow-io 0.37 against our TensorFlow 2.21")
+
+
+def run(runs: int = 5) -> Report:
     cluster = local_cluster()
     results: dict[str, list[tuple[float, float]]] = {"ytf-submit": [], "Python API": [], "skein floor": []}
     sampler = RssSampler(cluster)
     with TonyClient() as client, skein.Client(java_options=_driver_java_options(), log=False) as floor:
         rm = client.rm
-        for run in range(args.runs):
+        for n in range(runs):
             results["ytf-submit"].append(run_cli(rm))
-            results["Python API"].append(run_api(client, rm, sampler if run == 0 else None))
+            results["Python API"].append(run_api(client, rm, sampler if n == 0 else None))
             results["skein floor"].append(run_floor(floor, rm))
-            print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f} s" for k, v in results.items()),
+            print(f"run {n + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f} s" for k, v in results.items()),
                   file=sys.stderr)
-    floor_gang = statistics.median(g for g, _ in results["skein floor"])
-    floor_done = statistics.median(d for _, d in results["skein floor"])
-    print(f"launch_latency: ps:1,worker:2, {MEMORY_MB} MiB each, median of {args.runs} interleaved runs, "
-          f"{os.cpu_count()} cores")
-    print(f"{'variant':>12} {'gang start s':>13} {'to SUCCEEDED s':>15} {'gang - floor':>13} {'done / floor':>13}")
-    for name, values in results.items():
-        gang = statistics.median(g for g, _ in values)
-        done = statistics.median(d for _, d in values)
-        print(f"{name:>12} {gang:>13.2f} {done:>15.2f} {gang - floor_gang:>+13.2f} {done / floor_done:>13.2f}")
-    print(f"peak RSS: AM {sampler.peak['AM'] / 1024:.0f} MiB, one executor {sampler.peak['executor'] / 1024:.0f} MiB "
-          "(aim: gang start within 2 s of the floor)")
+    medians = {k: (statistics.median(g for g, _ in v), statistics.median(d for _, d in v)) for k, v in results.items()}
+    floor_gang, floor_done = medians["skein floor"]
+    rows = [[name, f"{gang:.2f}", f"{done:.2f}", f"{gang - floor_gang:+.2f}", f"{done / floor_done:.2f}", "n/a"]
+            for name, (gang, done) in medians.items()]
+    rows.append(["TonY 0.5.3", "n/a", "n/a", "n/a", "n/a", "not on Maven Central"])
+    return Report(
+        name="launch_latency", title="Launch latency: a trivial ps:1,worker:2 job against the YARN floor",
+        command=f".venv/bin/python -m bench.launch_latency --runs {runs}",
+        columns=["variant", "gang start s", "to SUCCEEDED s", "gang - floor s", "done / floor", "done / TonY"],
+        rows=rows,
+        notes=[f"{MEMORY_MB} MiB per container, median of {runs} interleaved runs, {os.cpu_count()} cores",
+               f"peak RSS: our AM {sampler.peak['AM'] / 1024:.0f} MiB, one executor "
+               f"{sampler.peak['executor'] / 1024:.0f} MiB; aim: gang start within 2 s of the floor",
+               TONY_ERROR, TF_YARN_NOTE],
+        data={"results": results, "rss_mib": {k: v / 1024 for k, v in sampler.peak.items()}},
+        plot=_plot)
+
+
+def _plot(report: Report, axes: list) -> None:
+    results = report.data["results"]
+    names = list(results)
+    for ax, which, label in ((axes[0], 0, "submit -> gang start (s)"), (axes[1], 1, "submit -> SUCCEEDED (s)")):
+        ax.boxplot([[r[which] for r in results[n]] for n in names])
+        ax.set_xticks(range(1, len(names) + 1), names)
+        ax.set(ylabel=label, title=label.split(" (")[0])
+        ax.grid(alpha=0.3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    print(run(args.runs).table())
 
 
 if __name__ == "__main__":

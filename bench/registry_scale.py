@@ -21,6 +21,7 @@ import time
 
 import aiohttp
 
+from bench.report import Report
 from tony_airflow.core import protocol
 from tony_airflow.yarn.local.processes import rss_kib
 
@@ -90,17 +91,39 @@ def measure(n: int) -> tuple[float, int]:
     return seconds, rss
 
 
+def run(sizes: list[int] | None = None) -> Report:
+    _raise_fd_limit()
+    rows, data = [], []
+    for n in sizes or DEFAULT_SIZES:
+        seconds, rss = measure(n)
+        rows.append([n, f"{seconds:.3f}", f"{seconds / n * 1000:.3f}", f"{rss / 1024:.1f}"])
+        data.append((n, seconds, rss / 1024))
+        print(f"{n} executors: {seconds:.3f} s", file=sys.stderr)
+    return Report(
+        name="registry_scale", title="Registry: simulated executors registering with the real AM server",
+        command=".venv/bin/python -m bench.registry_scale",
+        columns=["executors", "all hold spec (s)", "per 1000 (s)", "AM RSS (MiB)"], rows=rows,
+        notes=[f"{os.cpu_count()} cores, python {sys.version.split()[0]}; aim: 2000 executors in under 3 s"],
+        data={"points": data}, plot=_plot)
+
+
+def _plot(report: Report, axes: list) -> None:
+    n, seconds, rss = zip(*report.data["points"])
+    axes[0].plot(n, seconds, "o-")
+    axes[0].axhline(3.0, color="#c5221f", ls=":", label="aim at 2000: 3 s")
+    axes[0].set(xlabel="executors", ylabel="seconds until all hold the spec", title="registration")
+    axes[0].legend()
+    axes[1].plot(n, rss, "o-")
+    axes[1].set(xlabel="executors", ylabel="AM resident memory (MiB)", title="AM memory")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--serve"]:
         serve(int(argv[1]))
         return
-    _raise_fd_limit()
-    sizes = [int(a) for a in argv] or list(DEFAULT_SIZES)
-    print(f"registry_scale on {os.cpu_count()} cores (python {sys.version.split()[0]})")
-    print(f"{'executors':>10} {'all hold spec (s)':>18} {'per 1000 (s)':>13} {'AM RSS (MiB)':>13}")
-    for n in sizes:
-        seconds, rss = measure(n)
-        print(f"{n:>10} {seconds:>18.3f} {seconds / n * 1000:>13.3f} {rss / 1024:>13.1f}", flush=True)
+    print(run([int(a) for a in argv] or None).table())
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from bench.local import local_cluster
+from bench.report import Report
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.local.config import free_ports
 
@@ -55,25 +56,40 @@ def through_yarn(epochs: int, steps: int) -> float:
     return json.loads(webhdfs().cat(f"{out}/metrics.json"))["steps_per_second"]
 
 
+def run(runs: int = 3, epochs: int = 5, steps: int = 100) -> Report:
+    local_cluster()
+    yarn, hand = [], []
+    for n in range(runs):
+        yarn.append(through_yarn(epochs, steps))
+        hand.append(by_hand(epochs, steps))
+        print(f"run {n + 1}: YARN {yarn[-1]:.1f} steps/s, by hand {hand[-1]:.1f} steps/s", file=sys.stderr)
+    y, h = statistics.median(yarn), statistics.median(hand)
+    return Report(
+        name="training_overhead", title="Training throughput through YARN vs. a hand launch",
+        command=f".venv/bin/python -m bench.training_overhead --runs {runs} --epochs {epochs} --steps {steps}",
+        columns=["launch", "steps/s (median)", "all runs"],
+        rows=[["YARN", f"{y:.1f}", ", ".join(f"{v:.1f}" for v in yarn)],
+              ["by hand", f"{h:.1f}", ", ".join(f"{v:.1f}" for v in hand)],
+              ["ratio", f"{y / h:.3f}", "aim >= 0.97"]],
+        notes=[f"MultiWorkerMirroredStrategy, 2 workers, digits, {epochs}x{steps} steps, median of {runs} "
+               f"interleaved runs, {os.cpu_count()} cores; steps/s measured by the training program"],
+        data={"yarn": yarn, "hand": hand}, plot=_plot, panels=1)
+
+
+def _plot(report: Report, axes: list) -> None:
+    ax = axes[0]
+    ax.bar(["YARN", "by hand"], [statistics.median(report.data["yarn"]), statistics.median(report.data["hand"])],
+           color=["#1a73e8", "#999999"])
+    ax.set(ylabel="steps per second (median)", title="training throughput")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100)
     args = parser.parse_args()
-    local_cluster()
-    yarn, hand = [], []
-    for run in range(args.runs):
-        yarn.append(through_yarn(args.epochs, args.steps))
-        hand.append(by_hand(args.epochs, args.steps))
-        print(f"run {run + 1}: YARN {yarn[-1]:.1f} steps/s, by hand {hand[-1]:.1f} steps/s", file=sys.stderr)
-    y, h = statistics.median(yarn), statistics.median(hand)
-    print(f"training_overhead: MWMS 2 workers, digits, {args.epochs}x{args.steps} steps, "
-          f"median of {args.runs}, {os.cpu_count()} cores")
-    print(f"{'launch':>10} {'steps/s (median)':>17} {'all runs':>30}")
-    print(f"{'YARN':>10} {y:>17.1f} {', '.join(f'{v:.1f}' for v in yarn):>30}")
-    print(f"{'by hand':>10} {h:>17.1f} {', '.join(f'{v:.1f}' for v in hand):>30}")
-    print(f"{'ratio':>10} {y / h:>17.3f}   (aim >= 0.97)")
+    print(run(args.runs, args.epochs, args.steps).table())
 
 
 if __name__ == "__main__":
