@@ -8,7 +8,7 @@ import re
 import sys
 from typing import Any
 
-from tony_airflow.errors import UsageError
+from tony_airflow.errors import ClusterError, UsageError
 
 TASK = re.compile(r"^[a-z][a-z0-9_]*:\d+$")
 AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -32,7 +32,10 @@ def _store(args: argparse.Namespace):
     if not directory.startswith(("/", "hdfs://", "file:///")):
         raise UsageError(f"history-dir: {directory!r} is not an absolute path; allowed: /path, hdfs://… "
                          "or file:///path")
-    return HistoryStore.open(directory)
+    try:
+        return HistoryStore.open(directory)
+    except RuntimeError as exc:  # no Hadoop configuration: nowhere to read HDFS from
+        raise ClusterError(f"history-dir: {exc}") from None
 
 
 def _rm() -> Any:

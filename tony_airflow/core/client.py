@@ -3,7 +3,8 @@
 Every front end (CLI, Airflow, Azkaban, Oozie) hands a JobSpec to
 `TonyClient.submit` and gets a `JobHandle` back; none of them talks to YARN on
 its own. The AM is our Python AM run as skein's master script; the task
-containers are skein services with no instances that the AM adds one by one.
+containers are skein services whose initial instances are attempt 1's tasks
+(see placement.py); a retry's containers are added by the AM one by one.
 """
 
 from __future__ import annotations

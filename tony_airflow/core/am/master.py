@@ -102,8 +102,7 @@ class ApplicationMaster:
         await self.history.flush_forever()
 
     async def _run_attempts(self) -> tuple[str, str]:
-        page = self.live_page
-        runner, port = await server.start(server.build_app(self.registry, self.secret, page, self.history))
+        runner, port = await server.start(server.build_app(self.registry, self.secret, self.live_page, self.history))
         self.address = f"{self.host}:{port}"
         log.info("registry listening on %s", self.address)
         self._publish_ui()
@@ -313,7 +312,6 @@ class ApplicationMaster:
         except Exception as exc:
             log.debug("progress not published: %s", exc)
 
-
     # ------------------------------------------------------------ live page
     def live_page(self) -> str:
         """The AM's status page: the history UI's job page over the events so far."""
@@ -327,7 +325,7 @@ class ApplicationMaster:
             return f"http://{run.node_http}/node/containerlogs/{run.container_id}/{user}"
 
         tensorboard = f"http://{self.address}{tensorboard_proxy.PREFIX}" if "tensorboard" in self.job.tasks else None
-        links = Links(log=log_url, tensorboard=tensorboard, events_json="events.jsonl", spec_json="status.json")
+        links = Links(log=log_url, tensorboard=tensorboard, events_json="events.jsonl")
         return render_job(job, links, live=job.running)
 
 
