@@ -6,15 +6,12 @@ Exit codes (DESIGN §3.4): 0 success, 1 failure, 2 bad input (one line, nothing 
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import sys
 from typing import Callable, Sequence
 
 from tony_airflow.errors import ClusterError, UsageError
-from tony_airflow.yarn.rest import ResourceManagerError
-
-APP_ID = re.compile(r"^application_\d+_\d+$")
+from tony_airflow.yarn.rest import APPLICATION_ID, ResourceManagerError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -64,8 +61,8 @@ def _oozie(args: argparse.Namespace) -> int:
     return workflow_command(args.options)
 
 
-def _check_app_id(app_id: str) -> str:
-    if not APP_ID.match(app_id):
+def check_app_id(app_id: str) -> str:
+    if not APPLICATION_ID.match(app_id):
         raise UsageError(f"application_id: {app_id!r} is malformed; allowed: application_<cluster ts>_<seq>")
     return app_id
 
@@ -73,7 +70,7 @@ def _check_app_id(app_id: str) -> str:
 def _status(args: argparse.Namespace) -> int:
     from tony_airflow.core.client import TonyClient
 
-    report = TonyClient().rm.application(_check_app_id(args.application_id))
+    report = TonyClient().rm.application(check_app_id(args.application_id))
     print(f"{report.id} {report.state} {report.final_status}")
     print(f"Tracking URL: {report.tracking_url}")
     if report.diagnostics:
@@ -85,7 +82,7 @@ def _kill(args: argparse.Namespace) -> int:
     from tony_airflow.core.client import TonyClient
 
     client = TonyClient()
-    app_id = _check_app_id(args.application_id)
+    app_id = check_app_id(args.application_id)
     report = client.rm.application(app_id)
     if report.is_terminal:
         print(f"{app_id} already ended: {report.state} {report.final_status}")

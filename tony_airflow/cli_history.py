@@ -8,6 +8,7 @@ import re
 import sys
 from typing import Any
 
+from tony_airflow.cli import check_app_id
 from tony_airflow.errors import ClusterError, UsageError
 
 TASK = re.compile(r"^[a-z][a-z0-9_]*:\d+$")
@@ -27,11 +28,9 @@ def parse_age(text: str, field: str = "max-age") -> float:
 
 def _store(args: argparse.Namespace):
     from tony_airflow.core.history.store import HistoryStore, history_dir
+    from tony_airflow.core.spec import check_history_dir
 
-    directory = history_dir(args.history_dir)
-    if not directory.startswith(("/", "hdfs://", "file:///")):
-        raise UsageError(f"history-dir: {directory!r} is not an absolute path; allowed: /path, hdfs://… "
-                         "or file:///path")
+    directory = check_history_dir(history_dir(args.history_dir), "history-dir")
     try:
         return HistoryStore.open(directory)
     except RuntimeError as exc:  # no Hadoop configuration: nowhere to read HDFS from
@@ -60,16 +59,10 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_app_id(app_id: str) -> str:
-    from tony_airflow.cli import _check_app_id
-
-    return _check_app_id(app_id)
-
-
 def _show(args: argparse.Namespace) -> int:
     from tony_airflow.core.history import reader, text
 
-    app_id = _check_app_id(args.application_id)
+    app_id = check_app_id(args.application_id)
     store = _store(args)
     job = reader.load_by_id(store, app_id, _rm())
     if job is None:
@@ -111,7 +104,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _logs(args: argparse.Namespace) -> int:
     from tony_airflow.yarn import logs
 
-    app_id = _check_app_id(args.application_id)
+    app_id = check_app_id(args.application_id)
     if not args.task:
         if args.attempt is not None:
             raise UsageError("attempt: needs --task; allowed: --task TYPE:INDEX --attempt N")
@@ -126,7 +119,7 @@ def _logs(args: argparse.Namespace) -> int:
         print(f"error: no history for {app_id} in {store.root}, so its tasks' containers are unknown; "
               f"`tony logs {app_id}` prints every container", file=sys.stderr)
         return 1
-    runs = [a.tasks[args.task] for a in job.attempts if args.task in a.tasks]
+    runs = job.runs_of(args.task)
     if not runs:
         known = sorted({t for a in job.attempts for t in a.tasks})
         raise UsageError(f"task: {args.task} is not a task of {app_id}; allowed: {', '.join(known)}")
@@ -139,9 +132,7 @@ def _logs(args: argparse.Namespace) -> int:
         if not run.container_id:
             print(f"==> {run.task} attempt {run.attempt}: never got a container <==", flush=True)
             continue
-        exit_text = "" if run.exit_code is None else f", exit code {run.exit_code}"
-        print(f"==> {run.task} attempt {run.attempt} · {run.container_id} on {run.host or '?'}{exit_text} <==",
-              flush=True)
+        print(f"==> {run.banner()} <==", flush=True)
         pattern = None if args.all_files else logs.TASK_LOG_PATTERN
         code = logs.print_logs(app_id, run.container_id, pattern) or code
     return code

@@ -464,17 +464,17 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True) -> JobS
         am_vcores=parse_count(opts.get("am_vcores", 1), "am_vcores"),
         heartbeat_interval=_parse_seconds(opts.get("heartbeat_interval", 1.0), "heartbeat_interval", positive=True),
         stop_grace=_parse_seconds(opts.get("stop_grace", 10.0), "stop_grace"),
-        history_dir=_history_dir(opts.get("history_dir")),
+        history_dir=check_history_dir(str(opts.get("history_dir") or "").strip(), "history_dir"),
     )
     if spec.framework not in ("tensorflow", "pytorch", "generic"):
         raise UsageError(f"framework: {spec.framework!r} is not supported; allowed: tensorflow, pytorch, generic")
     return spec.validate(check_paths=check_paths)
 
 
-def _history_dir(value: Any) -> str:
-    text = str(value or "").strip()
-    if text and not (text.startswith(("/", "hdfs://", "file:///"))):
-        raise UsageError(f"history_dir: {text!r} is not an absolute path; allowed: /path or hdfs://... "
+def check_history_dir(text: str, field_name: str) -> str:
+    """Refuse a history root that is not absolute (a relative HDFS path would depend on the user)."""
+    if text and not text.startswith(("/", "hdfs://", "file:///")):
+        raise UsageError(f"{field_name}: {text!r} is not an absolute path; allowed: /path or hdfs://... "
                          "(HDFS) or file:///path (one machine)")
     return text
 

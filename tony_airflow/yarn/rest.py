@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -18,6 +19,7 @@ from tony_airflow.yarn.hadoop_conf import HadoopConf, resolve_conf_dir
 
 TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED"})
 ACTIVE_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
+APPLICATION_ID = re.compile(r"^application_\d+_\d+$")
 
 
 class ResourceManagerError(RuntimeError):

@@ -47,6 +47,11 @@ class TaskRun:
     def index(self) -> int:
         return int(self.task.split(":")[1])
 
+    def banner(self) -> str:
+        """One line that heads this run's logs."""
+        exit_text = "" if self.exit_code is None else f", exit code {self.exit_code}"
+        return f"{self.task} attempt {self.attempt} · {self.container_id} on {self.host or '?'}{exit_text}"
+
 
 @dataclass
 class Attempt:
@@ -156,6 +161,10 @@ class JobHistory:
     @property
     def end(self) -> float | None:
         return self.finished_at
+
+    def runs_of(self, task: str) -> list[TaskRun]:
+        """The task's run in each attempt, oldest first."""
+        return [a.tasks[task] for a in self.attempts if task in a.tasks]
 
     def duration_s(self, now: float | None = None) -> float | None:
         if self.start is None:

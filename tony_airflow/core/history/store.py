@@ -13,12 +13,13 @@ import json
 import logging
 import os
 import posixpath
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from fsspec import AbstractFileSystem
+
+from tony_airflow.yarn.rest import APPLICATION_ID
 
 log = logging.getLogger("tony.history")
 
@@ -27,7 +28,6 @@ HISTORY_DIR_ENV = "TONY_HISTORY_DIR"
 EVENTS = "events.jsonl"
 IN_PROGRESS = EVENTS + ".inprogress"
 SPEC = "job.json"
-APP_ID = re.compile(r"^application_\d+_\d+$")
 
 
 def history_dir(configured: str | None = None) -> str:
@@ -107,7 +107,7 @@ class HistoryStore:
         found = []
         for entry in self.fs.ls(self.root, detail=True):
             app_id = posixpath.basename(entry["name"].rstrip("/"))
-            if entry.get("type") != "directory" or not APP_ID.match(app_id):
+            if entry.get("type") != "directory" or not APPLICATION_ID.match(app_id):
                 continue
             files = self.find(app_id)
             if files is not None:

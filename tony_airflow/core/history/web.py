@@ -17,8 +17,9 @@ from aiohttp import web
 from tony_airflow.core.history import reader
 from tony_airflow.core.history.model import JobHistory, TaskRun
 from tony_airflow.core.history.render import Links, render_job, render_jobs
-from tony_airflow.core.history.store import APP_ID, HistoryStore
+from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.yarn import logs
+from tony_airflow.yarn.rest import APPLICATION_ID
 
 log = logging.getLogger("tony.history.web")
 
@@ -43,7 +44,7 @@ def build_app(store: HistoryStore, rm: Any = None, max_age_s: float | None = Non
 
     def app_id_of(request: web.Request) -> str:
         app_id = request.match_info["app_id"]
-        if not APP_ID.match(app_id):
+        if not APPLICATION_ID.match(app_id):
             raise web.HTTPBadRequest(text=f"application_id: {app_id!r} is malformed")
         return app_id
 
@@ -85,16 +86,14 @@ def build_app(store: HistoryStore, rm: Any = None, max_age_s: float | None = Non
     async def task_logs(request: web.Request) -> web.Response:
         job = await job_or_404(app_id_of(request))
         task = request.match_info["task"]
-        runs = [a.tasks[task] for a in job.attempts if task in a.tasks and a.tasks[task].container_id]
         attempt = request.query.get("attempt")
-        if attempt:
-            runs = [r for r in runs if str(r.attempt) == attempt]
+        runs = [r for r in job.runs_of(task) if r.container_id and (not attempt or str(r.attempt) == attempt)]
         if not runs:
             raise web.HTTPNotFound(text=f"{job.app_id} has no container for {task}")
         parts = []
         for run in runs:
             _, text = await asyncio.to_thread(logs.read_logs, job.app_id, run.container_id, logs.TASK_LOG_PATTERN)
-            parts.append(f"==> {run.task} attempt {run.attempt} · {run.container_id} on {run.host} <==\n{text}")
+            parts.append(f"==> {run.banner()} <==\n{text}")
         return web.Response(text="\n".join(parts), content_type="text/plain")
 
     async def purge_forever(app: web.Application):
