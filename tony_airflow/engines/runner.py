@@ -21,8 +21,13 @@ KILL_WAIT_S = 25.0  # inside Azkaban's 30 s between SIGTERM and SIGKILL
 EXIT_TERMINATED = 143
 
 
-class Terminated(Exception):
-    """The engine asked this process to stop."""
+class Terminated(BaseException):
+    """The engine asked this process to stop.
+
+    A BaseException, like KeyboardInterrupt: the signal can land inside any call
+    of the wait loop, and the `except Exception` there (an AM not up yet, an RM
+    that does not answer) must not swallow it.
+    """
 
 
 @dataclass
