@@ -28,9 +28,18 @@ test: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 ## make bench: every benchmark on the local cluster; writes docs/BENCHMARKS.md and docs/bench/*.png.
-bench: $(STAMP)
+## tf-yarn goes into a venv of its own beside our dependencies (it would downgrade python-dateutil
+## in ours), to show whether it runs there.
+TFYARN_VENV ?= .venv-tfyarn
+$(TFYARN_VENV)/.installed: pyproject.toml
+	@test -x $(TFYARN_VENV)/bin/python || $(PYTHON) -m venv $(TFYARN_VENV)
+	$(TFYARN_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TFYARN_VENV)/bin/python -m pip install -q -e '.[tensorflow,tfyarn]'
+	@touch $@
+
+bench: $(STAMP) $(TFYARN_VENV)/.installed
 	$(BIN)/tony cluster up
-	$(BIN)/python -m bench
+	TONY_BENCH_TFYARN_PYTHON=$(TFYARN_VENV)/bin/python $(BIN)/python -m bench
 
 ## Debian's chromium + chromedriver, for the real-browser checks (TensorBoard).
 browser:
@@ -41,4 +50,4 @@ cluster-down: $(STAMP)
 	$(BIN)/tony cluster down
 
 clean: cluster-down
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(TFYARN_VENV) build *.egg-info

@@ -10,9 +10,8 @@ Variants, interleaved run by run on the local cluster:
     time.time() into a shared directory; one machine, one clock);
 (b) submit -> SUCCEEDED: the ResourceManager's finishedTime.
 Also the peak resident memory of our AM and of one executor, sampled from /proc during a run.
-TonY 0.5.3 has a row that says why it has no figures: `com.linkedin.tony:tony-cli` is not
-on Maven Central (https://repo1.maven.org/maven2/com/linkedin/tony/tony-cli/maven-metadata.xml
-answers 404).
+TonY 0.5.3 and tf-yarn have rows that say, from a live check (`bench/competitors.py`), why
+they have no figures.
 
     .venv/bin/python -m bench.launch_latency [--runs 5]
 """
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import skein
 
+from bench import competitors
 from bench.local import local_cluster
 from bench.report import Report
 from tony_airflow.core.client import TonyClient, _driver_java_options
@@ -140,16 +140,6 @@ class RssSampler:
             self._thread.join()
 
 
-TONY_ERROR = ("TonY 0.5.3 cannot be fetched: com.linkedin.tony:tony-cli is not on Maven Central "
-              "(curl -s -o /dev/null -w '%{http_code}' "
-              "https://repo1.maven.org/maven2/com/linkedin/tony/tony-cli/maven-metadata.xml -> 404; "
-              "nothing under com/linkedin/tony), so there is no TonY row and no ratio to TonY")
-TF_YARN_NOTE = ("tf-yarn 0.7.0 resolves next to our dependencies (`pip install --dry-run tf-yarn` adds "
-                "cluster-pack, pex, tensorflow-io 0.37.1 and s3fs, no conflict) but has no row: its packaging of "
-                "the environment (cluster-pack) and its experiment function were not wired to this job in this "
-                "session")
-
-
 def run(runs: int = 5) -> Report:
     cluster = local_cluster()
     results: dict[str, list[tuple[float, float]]] = {"ytf-submit": [], "Python API": [], "skein floor": []}
@@ -166,7 +156,10 @@ def run(runs: int = 5) -> Report:
     floor_gang, floor_done = medians["skein floor"]
     rows = [[name, f"{gang:.2f}", f"{done:.2f}", f"{gang - floor_gang:+.2f}", f"{done / floor_done:.2f}", "n/a"]
             for name, (gang, done) in medians.items()]
-    rows.append(["TonY 0.5.3", "n/a", "n/a", "n/a", "n/a", "not on Maven Central"])
+    tony_short, tony_why = competitors.tony()
+    tf_yarn_short, tf_yarn_why = competitors.tf_yarn()
+    rows.append(["TonY 0.5.3", "n/a", "n/a", "n/a", "n/a", tony_short])
+    rows.append(["tf-yarn 0.7.0", "n/a", "n/a", "n/a", "n/a", tf_yarn_short])
     return Report(
         name="launch_latency", title="Launch latency: a trivial ps:1,worker:2 job against the YARN floor",
         command=f".venv/bin/python -m bench.launch_latency --runs {runs}",
@@ -175,7 +168,7 @@ def run(runs: int = 5) -> Report:
         notes=[f"{MEMORY_MB} MiB per container, median of {runs} interleaved runs, {os.cpu_count()} cores",
                f"peak RSS: our AM {sampler.peak['AM'] / 1024:.0f} MiB, one executor "
                f"{sampler.peak['executor'] / 1024:.0f} MiB; aim: gang start within 2 s of the floor",
-               TONY_ERROR, TF_YARN_NOTE],
+               tony_why, tf_yarn_why],
         data={"results": results, "rss_mib": {k: v / 1024 for k, v in sampler.peak.items()}},
         plot=_plot)
 

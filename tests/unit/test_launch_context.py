@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tony_airflow.core import protocol
 from tony_airflow.core.client import VENV_DIR, build_application
 from tony_airflow.core.placement import initial_container_ids
@@ -42,6 +44,15 @@ def test_services_per_resource_profile_and_shipped_files(tmp_path, monkeypatch):
     assert "tony-airflow" in app.tags
 
 
+def test_skeins_java_am_starts_light_unless_the_job_says_otherwise(tmp_path, monkeypatch):
+    _, app = _app(tmp_path, monkeypatch)
+    assert app.master.env["JAVA_TOOL_OPTIONS"] == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    assert "JAVA_TOOL_OPTIONS" not in app.services["worker"].env  # the tasks' JVMs are the user's
+    (tmp_path / "b").mkdir()
+    _, app = _app(tmp_path / "b", monkeypatch, env=["JAVA_TOOL_OPTIONS=-Xss2m"])
+    assert app.master.env["JAVA_TOOL_OPTIONS"] == "-Xss2m"
+
+
 def test_docker_launch_context(tmp_path, monkeypatch):
     job, app = _app(tmp_path, monkeypatch, docker_image="tf/tensorflow:2.21.0", input="/data/in",
                     output="hdfs:///models/run1")
@@ -62,31 +73,48 @@ def test_packed_environment_is_an_archive_of_the_tasks_only(tmp_path, monkeypatc
     assert VENV_DIR not in app.master.files
 
 
-def test_executor_identity_from_environment_or_skein_container_id(monkeypatch):
+class FakeKV:
+    """skein's key-value store, as attempt 1's executors read it."""
+
+    def wait(self, key):
+        assert key == "tony.am_address"
+        return b"am:4242"
+
+
+def test_executor_identity_from_environment_or_skein_container_id():
     from tony_airflow.core.executor import task
+    from tony_airflow.core.executor.boot import first_attempt_env
 
     job = build_job_spec({"cluster_requirement": "ps:1,worker:3", "command": "x", "task_memory": "worker[2]:4096",
                           "client": True})
     retry = {"TONY_TASK_TYPE": "worker", "TONY_TASK_INDEX": "2", "TONY_ATTEMPT": "3", "TONY_AM_ADDRESS": "h:1",
              "TONY_APPLICATION_ID": "application_1_1"}
-    assert task.first_attempt_env(job, retry) is None
+    assert first_attempt_env(job, retry) is None
     me, address = task.identity(retry)
     assert (me.type, me.index, me.attempt, address) == ("worker", 2, 3, "h:1")
 
-    class FakeKV:
-        def wait(self, key):
-            assert key == "tony.am_address"
-            return b"am:4242"
-
-    class FakeApp:
-        kv = FakeKV()
-
-    import skein
-
-    monkeypatch.setattr(skein.ApplicationClient, "from_current", staticmethod(lambda: FakeApp()))
     first = {"SKEIN_CONTAINER_ID": "worker_1", "SKEIN_APPLICATION_ID": "application_1_1"}
-    told = task.first_attempt_env(job, first)
+    told = first_attempt_env(job, first, kv=FakeKV())
     me, address = task.identity(told)
     assert (me.type, me.index, me.attempt, me.app_id, address) == ("worker", 1, 1, "application_1_1", "am:4242")
-    assert task.first_attempt_env(job, {**first, "SKEIN_CONTAINER_ID": "worker-2_0"})["TONY_TASK_INDEX"] == "2"
+    assert first_attempt_env(job, {**first, "SKEIN_CONTAINER_ID": "worker-2_0"}, kv=FakeKV())["TONY_TASK_INDEX"] == "2"
     assert "chief_0" not in initial_container_ids(job)  # --client: the chief runs in the submitting process
+
+
+def test_first_attempt_lookup_runs_in_a_forked_child(tmp_path, monkeypatch):
+    """The answer, or the child's error in one line, comes back through the pipe."""
+    import skein
+
+    from tony_airflow.core.executor.boot import start_lookup
+
+    job = build_job_spec({"cluster_requirement": "ps:1,worker:2", "command": "x"})
+    (tmp_path / "job.json").write_text(job.to_json())
+    app = type("App", (), {"kv": FakeKV()})
+    monkeypatch.setattr(skein.ApplicationClient, "from_current", staticmethod(lambda: app))
+    env = {"SKEIN_CONTAINER_ID": "ps_0", "SKEIN_APPLICATION_ID": "application_1_7"}
+    assert start_lookup({"TONY_TASK_TYPE": "ps"}, str(tmp_path / "job.json")) is None
+    told = start_lookup(env, str(tmp_path / "job.json")).result()
+    assert told == {"TONY_TASK_TYPE": "ps", "TONY_TASK_INDEX": "0", "TONY_ATTEMPT": "1",
+                    "TONY_AM_ADDRESS": "am:4242", "TONY_APPLICATION_ID": "application_1_7"}
+    with pytest.raises(RuntimeError, match="could not learn this container's task: KeyError: 'evaluator_0'"):
+        start_lookup({**env, "SKEIN_CONTAINER_ID": "evaluator_0"}, str(tmp_path / "job.json")).result()

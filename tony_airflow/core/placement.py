@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from tony_airflow.core.spec import JobSpec
 
-AM_ADDRESS_KEY = "tony.am_address"  # skein key-value store: where attempt 1's executors find the registry
-
 
 def service_names(job: JobSpec) -> dict[str, tuple[str, int, int, int]]:
     """skein service -> (type, memory MiB, vcores, gpus): one per type, one per task override."""

@@ -1,4 +1,6 @@
-"""The registry protocol between executors and the AM: paths and HMAC signing.
+"""The registry protocol between executors and the AM: paths and HMAC signing,
+and the keys through which the AM tells the client and attempt 1's executors
+where it is and how far it got (skein's key-value store).
 
 Every request carries a timestamp, a nonce and an HMAC-SHA256 over method,
 path, timestamp, nonce and the body's digest, keyed by the per-application
@@ -26,6 +28,14 @@ H_SIGNATURE = "X-Tony-Signature"
 MAX_SKEW_S = 300.0
 SECRET_FILE = ".tony-secret"
 JOB_FILE = ".tony-job.json"
+
+# skein's key-value store. A light module on purpose: the client and the executor's
+# start-up read these without importing the AM (aiohttp, jinja2: 0.2 s per process).
+AM_ADDRESS_KEY = "tony.am_address"  # where attempt 1's executors find the registry
+PROGRESS_KEY = "tony.progress"
+STATUS_URL_KEY = "tony.status_url"
+TENSORBOARD_URL_KEY = "tony.tensorboard_url"
+SUBMITTED_AT_ENV = "TONY_SUBMITTED_AT"  # the AM's environment: when the client built the submission
 
 
 def new_secret() -> str:

@@ -39,18 +39,24 @@ class EpochLog(keras.callbacks.Callback):
         self.epochs: list[int] = []
         self.losses: list[float] = []
         self.steps = 0
-        self.train_seconds = 0.0
+        self.epoch_seconds: list[float] = []
 
     def on_epoch_begin(self, epoch, logs=None):
         self._t = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        self.train_seconds += time.perf_counter() - self._t
+        self.epoch_seconds.append(time.perf_counter() - self._t)
         self.steps += self.steps_per_epoch
         self.epochs.append(epoch)
         self.losses.append(float(logs["loss"]))
         print(f"epoch {epoch} loss {logs['loss']:.4f} accuracy {logs.get('accuracy', 0):.4f}", flush=True)
         time.sleep(self.sleep)
+
+    def steps_per_second(self, skip_first: bool = False) -> float:
+        """Training throughput; skip_first leaves out the first epoch, which also holds graph
+        tracing and the wait for the other workers at the first collective (start-up, not speed)."""
+        seconds = self.epoch_seconds[1:] if skip_first and len(self.epoch_seconds) > 1 else self.epoch_seconds
+        return self.steps_per_epoch * len(seconds) / sum(seconds) if seconds and sum(seconds) else 0.0
 
 
 def main() -> None:
@@ -90,7 +96,9 @@ def main() -> None:
         write_metrics(out, "metrics.json", {
             "attempt": int(os.environ.get("TONY_ATTEMPT", "1")), "resumed": resumed,
             "epochs_run": log.epochs, "losses": log.losses, "test_accuracy": float(accuracy),
-            "steps": log.steps, "steps_per_second": log.steps / log.train_seconds if log.train_seconds else 0.0,
+            "steps": log.steps, "steps_per_second": log.steps_per_second(),
+            "steady_steps_per_second": log.steps_per_second(skip_first=True),
+            "epoch_seconds": [round(t, 3) for t in log.epoch_seconds],
             "workers": strategy.num_replicas_in_sync,
         })
         print(f"test accuracy {accuracy:.4f}; model written to {out}", flush=True)

@@ -30,15 +30,16 @@ from tony_airflow.core.history.events import EventLog
 from tony_airflow.core.history.model import JobHistory, TaskRun
 from tony_airflow.core.history.render import Links, render_job
 from tony_airflow.core.history.store import HistoryStore, history_dir
-from tony_airflow.core.placement import AM_ADDRESS_KEY, initial_container_ids, service_name
+from tony_airflow.core.placement import initial_container_ids, service_name
+from tony_airflow.core.protocol import (AM_ADDRESS_KEY, PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV,
+                                        TENSORBOARD_URL_KEY)
 from tony_airflow.core.spec import JobSpec
 
 log = logging.getLogger("tony.am")
 TICK_S = 0.25
-PROGRESS_KEY = "tony.progress"
-STATUS_URL_KEY = "tony.status_url"
-TENSORBOARD_URL_KEY = "tony.tensorboard_url"
-SUBMITTED_AT_ENV = "TONY_SUBMITTED_AT"
+# Once every task runs, YARN's view of the containers is only a backstop (executors report their own
+# exits): asking skein's AM for it 4 times a second took CPU from the training (bench.training_overhead).
+STEADY_POLL_S = 2.0
 
 
 @dataclass
@@ -176,8 +177,12 @@ class ApplicationMaster:
             await self._request_containers(attempt)
 
         outcome = None
+        next_poll = 0.0
         while outcome is None:
-            await self._poll_containers()
+            if time.time() >= next_poll:
+                await self._poll_containers()
+                settled = all(x.done or x.started_at is not None for x in reg.tasks.values())
+                next_poll = time.time() + (STEADY_POLL_S if settled else TICK_S)
             self._report_progress()
             outcome = self._decide(attempt_start)
             if outcome is None:

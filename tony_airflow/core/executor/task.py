@@ -4,6 +4,7 @@ set the task environment, run the user command, heartbeat, report the exit code.
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
@@ -12,30 +13,49 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Mapping
-
-import httpx
+from typing import TYPE_CHECKING, Mapping
 
 from tony_airflow.core import protocol
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.port import PortReservation
-from tony_airflow.core.executor.staging import Mirror, is_hdfs, stage_input
+from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.usage import UsageSampler
-from tony_airflow.core.placement import AM_ADDRESS_KEY, task_of_container
 from tony_airflow.core.runtimes import TaskIdentity, task_env
 from tony_airflow.core.spec import JobSpec
+
+if TYPE_CHECKING:
+    from tony_airflow.core.executor.staging import Mirror
 
 log = logging.getLogger("tony.executor")
 STOPPED_BY_AM = 143
 
 
 class RegistryClient:
-    """Signed HTTP+JSON calls to the AM."""
+    """Signed HTTP+JSON calls to the AM.
+
+    The standard library's http.client rather than httpx: the executor's imports
+    are on every job's start-up path, and httpx was two thirds of them. One
+    keep-alive connection per thread (the heartbeat thread has its own).
+    """
 
     def __init__(self, address: str, secret: str, timeout: float = 30.0):
-        self.base = f"http://{address}"
+        self.address = address
         self.secret = secret
-        self.http = httpx.Client(timeout=timeout)
+        self.timeout = timeout
+        self._local = threading.local()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            host, port = self.address.rsplit(":", 1)
+            conn = self._local.conn = http.client.HTTPConnection(host, int(port), timeout=self.timeout)
+        return conn
+
+    def _drop_connection(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
 
     def call(self, method: str, path: str, payload: dict | None = None, retries: int = 5) -> dict:
         body = json.dumps(payload).encode() if payload is not None else b""
@@ -43,15 +63,19 @@ class RegistryClient:
             headers = protocol.sign(self.secret, method, path, body)
             headers["Content-Type"] = "application/json"
             try:
-                resp = self.http.request(method, self.base + path, content=body, headers=headers)
-            except httpx.TransportError:
+                conn = self._connection()
+                conn.request(method, path, body=body, headers=headers)
+                resp = conn.getresponse()
+                status, text = resp.status, resp.read().decode(errors="replace")
+            except (OSError, http.client.HTTPException):
+                self._drop_connection()  # also a keep-alive connection the AM closed: retried at once
                 if attempt == retries - 1:
                     raise
-                time.sleep(0.5 * (attempt + 1))
+                time.sleep(0.5 * attempt)
                 continue
-            if resp.status_code >= 400:
-                raise RuntimeError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:200]}")
-            return resp.json()
+            if status >= 400:
+                raise RuntimeError(f"{method} {path}: HTTP {status}: {text[:200]}")
+            return json.loads(text)
         raise RuntimeError("unreachable")
 
 
@@ -123,6 +147,11 @@ class Executor:
 
     def _stage(self, env: dict[str, str]) -> tuple[Mirror | None, bool]:
         """HDFS input copied in; HDFS output mirrored (pushed by the chief, pulled by readers)."""
+        if not any(p and p.startswith("hdfs:") for p in (self.job.input_path, self.job.output_path)):
+            return None, False
+        # WebHDFS (fsspec) is imported only by tasks that use HDFS: it is a fifth of the start-up.
+        from tony_airflow.core.executor.staging import Mirror, is_hdfs, stage_input
+
         if self.job.input_path and is_hdfs(self.job.input_path):
             env["DTF_INPUT_URI"] = self.job.input_path
             env["DTF_INPUT_PATH"] = stage_input(self.job.input_path,
@@ -195,35 +224,14 @@ def identity(env: Mapping[str, str]) -> tuple[TaskIdentity, str]:
     return me, env["TONY_AM_ADDRESS"]
 
 
-def first_attempt_env(job: JobSpec, env: Mapping[str, str]) -> dict[str, str] | None:
-    """What a retry's container is told in its environment, found out by one of attempt 1's.
-
-    Those were started by skein before our AM ran: the task follows from the
-    skein container id, and the registry's address is waited for in skein's
-    key-value store, where the AM puts it once it listens. None when the
-    environment already names the task.
-    """
-    if "TONY_TASK_TYPE" in env:
-        return None
-    type_, index = task_of_container(job, env["SKEIN_CONTAINER_ID"])
-    import skein
-
-    address = skein.ApplicationClient.from_current().kv.wait(AM_ADDRESS_KEY).decode()
-    return {"TONY_TASK_TYPE": type_, "TONY_TASK_INDEX": str(index), "TONY_ATTEMPT": "1",
-            "TONY_AM_ADDRESS": address, "TONY_APPLICATION_ID": env.get("SKEIN_APPLICATION_ID", "")}
-
-
-def main() -> None:
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per heartbeat
+def main(lookup: Lookup | None = None) -> None:
+    """`lookup`: attempt 1's answer to which task this container runs (core/executor/boot.py)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     job = JobSpec.from_json(Path(protocol.JOB_FILE).read_text())
     secret = Path(protocol.SECRET_FILE).read_text().strip()
-    told = first_attempt_env(job, os.environ)
-    if told is not None:
-        # Start again without skein's gRPC client in the process: gRPC does not survive the
-        # fork that starts the user command (its child aborts in the event poller).
-        os.execve(sys.executable, [sys.executable, "-m", "tony_airflow.core.executor"], {**os.environ, **told})
+    if lookup is not None:
+        os.environ.update(lookup.result())
     me, am_address = identity(os.environ)
     host = os.environ.get("NM_HOST") or os.uname().nodename
     executor = Executor(job, me, RegistryClient(am_address, secret), host)

@@ -15,11 +15,12 @@ import os
 import posixpath
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
-
-from fsspec import AbstractFileSystem
+from typing import TYPE_CHECKING, Any, Iterator
 
 from tony_airflow.yarn.rest import APPLICATION_ID
+
+if TYPE_CHECKING:  # fsspec is a tenth of a second to import; the client needs only history_dir()
+    from fsspec import AbstractFileSystem
 
 log = logging.getLogger("tony.history")
 

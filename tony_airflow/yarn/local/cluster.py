@@ -25,7 +25,7 @@ from tony_airflow.yarn.local import jars
 from tony_airflow.yarn.local.config import (
     DAEMON_PORTS, GPU_LABEL, PORT_KEYS, ClusterSettings, port_is_free, write_conf,
 )
-from tony_airflow.yarn.local.java import ADD_OPENS, check_java, find_java_home
+from tony_airflow.yarn.local.java import ADD_OPENS, LIGHT_JVM_FLAGS, check_java, find_java_home
 from tony_airflow.yarn.local.launchers import write_launchers
 from tony_airflow.yarn.local.processes import (
     container_processes, pid_alive, rss_kib, terminate,
@@ -109,7 +109,7 @@ class LocalCluster:
             "HADOOP_CONF_DIR": str(self.conf_dir),
             "JAVA_HOME": str(self.java_home),
             "PATH": path,
-            "SKEIN_DRIVER_JAVA_OPTIONS": " ".join(self.java_opts()),
+            "SKEIN_DRIVER_JAVA_OPTIONS": " ".join([*self.java_opts(), *LIGHT_JVM_FLAGS]),
         }
 
     @property
