@@ -19,14 +19,28 @@ from bench.report import Report
 ROOT = Path(__file__).resolve().parents[1]
 CHANGES = """## What the numbers changed
 
-- Launch latency, before: our AM asked skein for each container with `add_container` after it had
+- Launch latency, first: our AM asked skein for each container with `add_container` after it had
   started; skein's Java AM heartbeats the ResourceManager every 5 s while it has no pending
   requests, so the containers waited for that heartbeat. Gang start was 12.99 s for the Python API
   against a 4.84 s floor (+8.2 s; `--runs 1`). Now attempt 1's containers are skein's initial
   service instances, asked for as soon as skein's AM registers, beside our Python AM's start;
-  executors find the registry in skein's key-value store. Gang start is +1.6 to +2.6 s over the
-  floor across two runs of 5 (the table below is the second), and submit -> SUCCEEDED is at or
-  below the floor's, because our AM stops the ps as soon as the workers are done.
+  executors find the registry in skein's key-value store. That gave +1.6 to +2.6 s over the floor.
+- Launch latency, second: the container logs showed ~2 s between "container RUNNING" and the user
+  command, all of it executor start-up on 2 cores shared by three executors, the AM and two JVMs.
+  Attempt 1's executor imported skein (gRPC) to read the AM's address and then re-executed itself
+  (gRPC does not survive the fork of the user command): two interpreter starts, our modules, httpx
+  and fsspec imported twice. Now the lookup runs in a forked child while the executor imports
+  (`core/executor/boot.py`), the executor talks to the AM with `http.client` and imports WebHDFS
+  only when the job uses HDFS: `python -X importtime -c "import tony_airflow.core.executor.task"`
+  167 ms -> 61 ms, executor peak RSS 68 -> 45 MiB. skein's driver and Java AM run with
+  `-XX:TieredStopAtLevel=1 -XX:+UseSerialGC` (driver start 1.53 -> 1.27 s, 3 starts each), and
+  `ytf-submit` no longer imports the AM's web stack or fsspec (`import tony_airflow.submit`
+  416 -> 283 ms).
+- Training overhead: our AM asked skein's AM for the container list 4 times a second for the whole
+  job, which woke both the Python AM and the JVM; now every 2 s once every task runs (the executors
+  report their own exits). A hand launch beside an idle job of ours lost 1-2 % of its speed to that
+  machinery. The table's main figure now leaves out the first epoch (graph tracing and the workers'
+  rendezvous at the first collective: start-up, not throughput); the all-epochs figure is kept.
 - The AM creates the history directory on HDFS beside the job instead of before it.
 """
 

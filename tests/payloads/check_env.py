@@ -38,6 +38,9 @@ if errors:
     print(f"{me}:{index}: " + "; ".join(errors), file=sys.stderr)
     sys.exit(1)
 print(f"{me}:{index} environment OK at {own}")
+import time  # noqa: E402
+
 if me == "ps":
-    import time
     time.sleep(600)  # a ps serves until it is stopped
+else:
+    time.sleep(2)  # the workers' success ends the attempt: let the ps (started with them) print its line first
