@@ -168,6 +168,8 @@ def run(runs: int = 5) -> Report:
         notes=[f"{MEMORY_MB} MiB per container, median of {runs} interleaved runs, {os.cpu_count()} cores",
                f"peak RSS: our AM {sampler.peak['AM'] / 1024:.0f} MiB, one executor "
                f"{sampler.peak['executor'] / 1024:.0f} MiB; aim: gang start within 2 s of the floor",
+               "ours starts skein's Java AM with -XX:TieredStopAtLevel=1 -XX:+UseSerialGC (part of the "
+               "product, core/client.py); the floor is a bare skein application with skein's defaults",
                tony_why, tf_yarn_why],
         data={"results": results, "rss_mib": {k: v / 1024 for k, v in sampler.peak.items()}},
         plot=_plot)
