@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from tony_airflow.core import protocol
+from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.port import PortReservation
-from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.usage import UsageSampler
 from tony_airflow.core.runtimes import TaskIdentity, task_env
 from tony_airflow.core.spec import JobSpec
