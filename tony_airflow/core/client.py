@@ -24,12 +24,13 @@ from typing import Any, Callable
 import skein
 
 from tony_airflow.core import protocol
-from tony_airflow.core.protocol import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV
 from tony_airflow.core.history.store import history_dir
 from tony_airflow.core.placement import initial_tasks, service_names
+from tony_airflow.core.protocol import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.local.java import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home, java_major_version
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 APP_TAG = "tony-airflow"
@@ -58,8 +59,6 @@ def _driver_java_options() -> list[str] | None:
     start-up flags make it a quicker, lighter proxy. SKEIN_DRIVER_JAVA_OPTIONS, when set, wins."""
     if os.environ.get("SKEIN_DRIVER_JAVA_OPTIONS"):
         return None
-    from tony_airflow.yarn.local.java import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home, java_major_version
-
     try:
         opens = list(ADD_OPENS) if java_major_version(find_java_home()) >= 9 else []
     except (UsageError, OSError, subprocess.SubprocessError):
@@ -89,8 +88,6 @@ def build_application(job: JobSpec, staging: Path, secret: str) -> skein.Applica
     if job.python_venv:
         task_files[VENV_DIR] = skein.File(_source(job.python_venv), type="archive")
     task_env = {**env, **docker_env(job)}
-    from tony_airflow.yarn.local.java import LIGHT_JVM_FLAGS
-
     master_env = {"JAVA_TOOL_OPTIONS": " ".join(LIGHT_JVM_FLAGS), **env,  # for skein's Java AM
                   SUBMITTED_AT_ENV: f"{time.time():.3f}"}
     master = skein.Master(

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import getpass
 import os
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from fsspec.implementations.webhdfs import WebHDFS
-
 from tony_airflow.yarn.hadoop_conf import HadoopConf, resolve_conf_dir
+
+if TYPE_CHECKING:  # fsspec is a tenth of a second to import: loaded when a filesystem is made
+    from fsspec.implementations.webhdfs import WebHDFS
 
 
 def webhdfs(conf: HadoopConf | None = None, user: str | None = None) -> WebHDFS:
     """A filesystem object for the cluster's HDFS (paths are absolute HDFS paths)."""
+    from fsspec.implementations.webhdfs import WebHDFS
+
     if conf is None:
         conf_dir = resolve_conf_dir()
         if conf_dir is None:

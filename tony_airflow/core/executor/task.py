@@ -13,18 +13,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from tony_airflow.core import protocol
 from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.port import PortReservation
+from tony_airflow.core.executor.staging import Mirror, is_hdfs, stage_input
 from tony_airflow.core.executor.usage import UsageSampler
 from tony_airflow.core.runtimes import TaskIdentity, task_env
 from tony_airflow.core.spec import JobSpec
-
-if TYPE_CHECKING:
-    from tony_airflow.core.executor.staging import Mirror
 
 log = logging.getLogger("tony.executor")
 STOPPED_BY_AM = 143
@@ -147,11 +145,6 @@ class Executor:
 
     def _stage(self, env: dict[str, str]) -> tuple[Mirror | None, bool]:
         """HDFS input copied in; HDFS output mirrored (pushed by the chief, pulled by readers)."""
-        if not any(p and p.startswith("hdfs:") for p in (self.job.input_path, self.job.output_path)):
-            return None, False
-        # WebHDFS (fsspec) is imported only by tasks that use HDFS: it is a fifth of the start-up.
-        from tony_airflow.core.executor.staging import Mirror, is_hdfs, stage_input
-
         if self.job.input_path and is_hdfs(self.job.input_path):
             env["DTF_INPUT_URI"] = self.job.input_path
             env["DTF_INPUT_PATH"] = stage_input(self.job.input_path,
