@@ -330,3 +330,22 @@ def test_sensor_deferrable_defers_while_running_and_not_when_done(fake_rm):
     with pytest.raises(AirflowFailException, match="FAILED: boom"):
         _sensor().execute_complete({}, {"status": "failed", "application_id": APP, "final_status": "FAILED",
                                         "diagnostics": "boom"})
+
+
+# ------------------------------------------------------------ issue #15
+def test_operator_reconnect_keeps_the_tensorboard_link_of_a_job_file(fake_rm, monkeypatch, tmp_path):
+    """A job file (conf as a path) that asks for TensorBoard: a retry that reconnects still links it."""
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text("tensorboard: true\noutput: hdfs:///out\n")
+    fake_rm.apps[APP] = FakeApp([("RUNNING", "UNDEFINED"), ("FINISHED", "SUCCEEDED")])
+    op, client = _operator(fake_rm, monkeypatch, conf=str(job_file))
+    ctx = task_context(DictStore(**{TensorFlowOnYarnOperator.external_id_key: APP}))
+    assert op.execute(ctx) == APP and not client.submitted
+    assert ctx["ti"].xcoms["tensorboard_url"].endswith("/pages/tensorboard/")
+
+
+@pytest.mark.parametrize("bad", ["application_foo", "application_1_", "application_1_2\n", "x application_1_2"])
+def test_sensor_uses_the_one_application_id_pattern(fake_rm, bad):
+    with pytest.raises(AirflowFailException, match="is not a YARN application id"):
+        YarnApplicationSensor(task_id="w", application_id=bad, yarn_conn_id="fake_yarn").poke({})
+    assert fake_rm.requests == []

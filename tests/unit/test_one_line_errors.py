@@ -1,0 +1,65 @@
+"""Issue #15 item 12: expected failures of every entry point end in one line and a defined exit code."""
+
+from __future__ import annotations
+
+import pytest
+
+from tony_airflow import cli
+from tony_airflow.errors import ClusterError
+
+
+def test_a_maven_failure_is_one_line(tmp_path, monkeypatch, capsys):
+    from tony_airflow.yarn.local import jars
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mvn").write_text("#!/bin/sh\necho '[ERROR] Could not resolve dependencies' >&2\nexit 1\n")
+    (bin_dir / "mvn").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("TONY_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ClusterError, match="maven: could not resolve the Hadoop jars: .*Could not resolve"):
+        jars.ensure_jars(log=lambda *_: None)
+    code = cli.run(["cluster", "up", "--state-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert err[-1].startswith("error: maven: could not resolve"), err
+    assert not any("Traceback" in line for line in err)
+
+
+def test_an_unreachable_resource_manager_is_one_line(tmp_path, monkeypatch, capsys):
+    from tony_airflow.yarn.hadoop_conf import write_site
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    write_site(conf / "yarn-site.xml", {"yarn.resourcemanager.webapp.address": "127.0.0.1:9"})
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(conf))
+    code = cli.run(["status", "application_1_1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and err[0].startswith("error: "), err
+
+
+def test_a_skein_driver_failure_is_one_line(tmp_path, monkeypatch, capsys):
+    import skein
+
+    from tony_airflow import submit
+    from tony_airflow.core.client import TonyClient
+
+    class Broken(TonyClient):
+        def __init__(self, *a, **k):
+            pass
+
+        def validate(self, job):
+            return job
+
+        @property
+        def skein(self):
+            raise skein.exceptions.DriverError("Failed to start java process")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(submit, "TonyClient", Broken)
+    with pytest.raises(SystemExit) as exc:
+        submit.main(["-r", "worker:1", "true"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 1 and len(err) == 1 and "skein" in err[0].lower(), err
