@@ -1,6 +1,6 @@
 """`tony`: the command line. Thin: parses, then calls the core or the local cluster.
 
-Exit codes (DESIGN §3.4): 0 success, 1 failure, 2 bad input (one line, nothing done).
+Exit codes (README, "exit codes"): 0 success, 1 failure, 2 bad input (one line, nothing done).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import shlex
 import sys
 from typing import Callable, Sequence
 
-from tony_airflow.errors import ClusterError, UsageError
-from tony_airflow.yarn.rest import APPLICATION_ID, ResourceManagerError
+from tony_airflow.errors import TonyError, UsageError, is_boundary_error, one_line
+from tony_airflow.yarn.rest import is_application_id
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -62,7 +62,7 @@ def _oozie(args: argparse.Namespace) -> int:
 
 
 def check_app_id(app_id: str) -> str:
-    if not APPLICATION_ID.match(app_id):
+    if not is_application_id(app_id):
         raise UsageError(f"application_id: {app_id!r} is malformed; allowed: application_<cluster ts>_<seq>")
     return app_id
 
@@ -116,7 +116,9 @@ def build_parser() -> OneLineParser:
 
     submit = sub.add_parser("submit", help="submit a job (the same options as ytf-submit)")
     add_job_options(submit)
-    submit.add_argument("--no-wait", action="store_true", help="return once the application is submitted")
+    submit.add_argument("--no-wait", "--detach", dest="no_wait", action="store_true",
+                        help="return once the application is submitted and leave it running "
+                             "(without it, Ctrl-C kills the application)")
     submit.set_defaults(func=_submit)
     oozie = sub.add_parser("oozie", help="write an Oozie workflow.xml (or action) that runs a training job")
     oozie.add_argument("what", choices=("workflow",))
@@ -139,17 +141,16 @@ def run(argv: Sequence[str] | None, parser_factory: Callable[[], OneLineParser] 
     try:
         args = parser_factory().parse_args(argv)
         return args.func(args)
-    except UsageError as exc:
-        _err(f"error: {exc}")
-        return 2
-    except ClusterError as exc:
-        _err(f"error: {exc}")
-        return 1
-    except ResourceManagerError as exc:
-        _err(f"error: {exc}")
-        return 1
+    except TonyError as exc:
+        _err(f"error: {one_line(exc)}")
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a library failing at our boundary (skein's driver, httpx): one line, exit 1
+        if not is_boundary_error(exc):
+            raise
+        _err(f"error: {one_line(exc)}")
+        return 1
 
 
 def main(argv: Sequence[str] | None = None) -> None:

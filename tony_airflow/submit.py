@@ -11,10 +11,10 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from tony_airflow.core.client import JobHandle, Progress, TonyClient
+from tony_airflow.core.client import JobHandle, TonyClient
+from tony_airflow.core.runner import run_to_completion
 from tony_airflow.core.spec import build_job_spec, load_job_file, parse_env_pairs
 from tony_airflow.errors import UsageError
-from tony_airflow.yarn.rest import ApplicationReport
 
 
 def add_job_options(p: argparse.ArgumentParser) -> None:
@@ -53,7 +53,7 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sidecar", help="types that never decide the outcome (default: tensorboard)")
     p.add_argument("--tags", help="comma-separated YARN application tags")
     p.add_argument("--python", help="the Python on the nodes that runs the executor (default: python3)")
-    p.add_argument("--framework", choices=None, help="tensorflow (default), pytorch or generic")
+    p.add_argument("--framework", help="tensorflow (default), pytorch or generic")
     p.add_argument("--history-dir", dest="history_dir",
                    help="where the AM writes the job's event log (default: $TONY_HISTORY_DIR or "
                         "/tmp/tony-history on HDFS)")
@@ -93,105 +93,43 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def job_from_args(args: argparse.Namespace, check_paths: bool = True):
     opts = options_from_args(args)
-    type_commands = opts.pop("_type_commands", None)
-    if type_commands:
-        per_type = {}
-        for pair in type_commands:
-            name, sep, command = pair.partition("=")
-            if not sep or not name.strip() or not command.strip():
-                raise UsageError(f"--command: {pair!r} is malformed; allowed: TYPE=COMMAND")
-            per_type[name.strip()] = command
-        job = build_job_spec(opts, check_paths=check_paths)
-        for name, command in per_type.items():
-            if name not in job.tasks:
-                raise UsageError(f"--command: names unknown type {name!r}; allowed: {', '.join(job.tasks)}")
-            job.tasks[name].command = command
-        return job.validate(check_paths=check_paths)
-    return build_job_spec(opts, check_paths=check_paths)
-
-
-def failure_line(app_id: str, final_status: str, diagnostics: str) -> str:
-    """The one line every front end ends a failed job with: id, final status, YARN's diagnostics."""
-    return f"{app_id} {final_status}: {(diagnostics or '').strip()}"
-
-
-def progress_text(app_id: str, report: ApplicationReport, progress: Progress | None) -> str:
-    """One line of where a job is: state, attempt, and the phase of the gang start."""
-    text = f"{app_id} {report.state}"
-    if report.is_terminal:
-        text += f" {report.final_status}"
-    elif progress is not None and progress.total:
-        phase = ("finished" if progress.finished == progress.total else
-                 "running" if progress.spec_published else
-                 f"registered {progress.registered}/{progress.total}" if progress.allocated == progress.total
-                 else f"allocated {progress.allocated}/{progress.total}")
-        text += f" · attempt {progress.attempt}/{progress.max_attempts} · {phase}"
-    return text
-
-
-class ProgressPrinter:
-    """One live line on a terminal; plain lines, on changes only, otherwise."""
-
-    def __init__(self, app_id: str, stream=sys.stderr, tensorboard: bool = False, out=None):
-        self.app_id = app_id
-        self.tensorboard = tensorboard
-        self.stream = stream
-        self.out = out  # where the URLs go (default stdout; Oozie keeps stdout for its key=value lines)
-        self.live = stream.isatty()
-        self._last = ""
-        self._tracking_shown = False
-
-    def __call__(self, report: ApplicationReport, progress: Progress | None) -> None:
-        if report.tracking_url and not self._tracking_shown:
-            self._tracking_shown = True
-            if self.live and self._last:
-                self.stream.write("\r\033[K")
-                self._last = ""
-            print(f"Tracking URL: {report.tracking_url}", file=self.out or sys.stdout, flush=True)
-            if self.tensorboard:
-                print(f"TensorBoard: {tensorboard_url(report.tracking_url)}", file=self.out or sys.stdout, flush=True)
-        text = progress_text(self.app_id, report, progress)
-        if text == self._last:
-            return
-        self._last = text
-        self._emit(text, final=report.is_terminal)
-
-    def _emit(self, text: str, final: bool) -> None:
-        if self.live:
-            self.stream.write("\r\033[K" + text + ("\n" if final else ""))
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+    per_type: dict[str, str] = {}
+    for pair in opts.pop("_type_commands", None) or []:
+        name, sep, command = pair.partition("=")
+        if not sep or not name.strip() or not command.strip():
+            raise UsageError(f"--command: {pair!r} is malformed; allowed: TYPE=COMMAND")
+        per_type[name.strip()] = command
+    return build_job_spec(opts, check_paths=check_paths, type_commands=per_type)
 
 
 def submit_and_wait(args: argparse.Namespace) -> int:
+    """Submit and follow the job to its end. Ctrl-C (or SIGTERM) kills the application before
+    exiting 130 (143); `--detach`/`--no-wait` returns once it is submitted and leaves it running."""
     job = job_from_args(args)
     if job.client_mode and args.no_wait:
         raise UsageError("client: --client runs the chief in this process, so it cannot be used with --no-wait")
-    with TonyClient() as client:
-        handle = client.submit(job)
-        print(f"Submitted application {handle.app_id}", flush=True)
-        if args.no_wait:
+    if args.no_wait:
+        with TonyClient() as client:
+            handle = client.submit(job)
+            print(f"Submitted application {handle.app_id}", flush=True)
             print(f"Tracking URL: {handle.status().tracking_url or '(once the AM starts)'}", flush=True)
+            print(f"Left running (--detach): stop it with `tony kill {handle.app_id}`", flush=True)
             return 0
+
+    def submitted(app_id: str) -> None:
+        print(f"Submitted application {app_id}", flush=True)
         if job.client_mode:
             print(f"Running {', '.join(job.local_types())} here (client mode)", flush=True)
+
+    def local_tasks(handle: JobHandle) -> None:
+        if job.client_mode:
             handle.run_local_tasks()
-        return finish(handle, tensorboard=job.tensorboard)
 
-
-def tensorboard_url(tracking_url: str) -> str:
-    """TensorBoard is a page of the AM's web UI, behind the ResourceManager's proxy."""
-    return tracking_url.rstrip("/") + "/pages/tensorboard/"
-
-
-def finish(handle: JobHandle, tensorboard: bool = False) -> int:
-    report = handle.wait(on_change=ProgressPrinter(handle.app_id, tensorboard=tensorboard))
-    if report.final_status == "SUCCEEDED":
-        print(f"{handle.app_id} SUCCEEDED", flush=True)
-        return 0
-    print(failure_line(handle.app_id, report.final_status, report.diagnostics), file=sys.stderr, flush=True)
-    return 1
+    outcome = run_to_completion(job, submitted, log=sys.stderr, out=sys.stdout, client_factory=TonyClient,
+                                while_running=local_tasks)
+    if outcome.final_status == "SUCCEEDED" and not outcome.terminated:
+        print(f"{outcome.application_id} SUCCEEDED", flush=True)
+    return outcome.exit_code
 
 
 def build_parser(prog: str = "ytf-submit"):
@@ -199,7 +137,9 @@ def build_parser(prog: str = "ytf-submit"):
 
     p = OneLineParser(prog=prog, description="Submit a TensorFlow job to Apache Hadoop YARN.")
     add_job_options(p)
-    p.add_argument("--no-wait", action="store_true", help="return once the application is submitted")
+    p.add_argument("--no-wait", "--detach", dest="no_wait", action="store_true",
+                   help="return once the application is submitted and leave it running "
+                        "(without it, Ctrl-C kills the application)")
     return p
 
 

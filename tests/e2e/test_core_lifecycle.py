@@ -77,9 +77,10 @@ def test_hanging_executor_fails_by_heartbeat_timeout(local_cluster, rm):
         deadline = time.monotonic() + 120
         frozen = None
         while frozen is None and time.monotonic() < deadline:
-            for p in local_cluster.container_processes():
-                if "tony_airflow.core.executor" in p.cmdline and p.container_id.endswith("000003"):
-                    frozen = p.pid
+            ours = "container_" + handle.app_id.split("_", 1)[1] + "_"  # container ids of this application
+            executors = [p for p in local_cluster.container_processes()
+                         if "tony_airflow.core.executor" in p.cmdline and p.container_id.startswith(ours)]
+            frozen = executors[0].pid if executors else None
             progress = handle.progress()
             if frozen and progress and progress.running == 2:
                 break
@@ -168,8 +169,7 @@ def test_unsigned_and_forged_requests_are_refused(local_cluster, rm):
     assert report.final_status == "SUCCEEDED"
 
 
-@pytest.mark.parametrize("conf", ["yaml"])
-def test_job_file(local_cluster, rm, tmp_path, conf):
+def test_job_file(local_cluster, rm, tmp_path):
     job_file = tmp_path / "job.yaml"
     job_file.write_text(f"""
 tasks:

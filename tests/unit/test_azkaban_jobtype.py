@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tarfile
+
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +49,8 @@ def test_tony_keys_map_onto_the_job_spec(tmp_path):
 
 def test_seed_keys_and_a_packed_environment(tmp_path):
     venv = tmp_path / "env.tar.gz"
-    venv.write_bytes(b"")
+    with tarfile.open(venv, "w:gz"):  # an empty but real archive
+        pass
     props = {"cluster_requirement": "ps:1,worker:2", "task_memory": "worker:2048", "task_command": "python3 t.py",
              "tensorboard": "true", "output": "hdfs:///o"}
     job = build_job_spec(job_options(props))

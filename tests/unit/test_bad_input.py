@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tony_airflow import submit
 from tony_airflow.core.spec import build_job_spec, parse_memory_mb
 from tony_airflow.errors import UsageError
 
-S = "tests/payloads/sleep.py"
+S = str(Path(__file__).resolve().parent.parent / "payloads" / "sleep.py")  # whatever the working directory
 CASES = [
     # (argv, text the one line must contain)
     ([], "cluster_requirement: missing"),

@@ -47,7 +47,7 @@ def test_waiting_for_the_spec_counts_as_liveness():
         reg.new_attempt(1)
         assert reg.register("ps", 0, 1, "h", 1) is None
         reg.tasks[("ps", 0)].last_heartbeat -= 120  # registered two minutes ago, still waiting for the gang
-        state, _ = await reg.wait_spec(1, timeout=0.01)
+        state, _ = await reg.wait_spec(1, timeout=0.01, task=("ps", 0))
         assert state == "wait"
         assert time.time() - reg.tasks[("ps", 0)].last_heartbeat < 5
         assert reg.heartbeat("ps", 0, 1) == "run"  # executors heartbeat before the spec too
@@ -382,3 +382,28 @@ def test_a_reconnected_handle_reads_progress_and_refuses_local_tasks_in_one_line
     assert progress is not None and progress.total == 2
     with pytest.raises(UsageError, match="client mode"):
         handle.run_local_tasks()
+
+
+# ---------------------------------------------------- 14: history after a lost node
+def test_a_log_closed_on_sigterm_takes_yarns_final_status_and_no_task_stays_running():
+    from tony_airflow.core.history import events as ev
+    from tony_airflow.core.history.model import JobHistory
+
+    t = 1000.0
+    events = [
+        {"event": ev.JOB_SUBMITTED, "time": t, "name": "j", "max_attempts": 1},
+        {"event": ev.ATTEMPT_STARTED, "time": t + 1, "attempt": 1, "tasks": ["ps:0", "worker:0"]},
+        {"event": ev.TASK_STARTED, "time": t + 2, "attempt": 1, "task": "ps:0"},
+        {"event": ev.TASK_STARTED, "time": t + 2, "attempt": 1, "task": "worker:0"},
+        {"event": ev.JOB_FINISHED, "time": t + 9, "status": "KILLED", "diagnostics": "SIGTERM",
+         "stopped_by": "SIGTERM"},
+    ]
+    job = JobHistory.from_events("application_1_1", events, complete=True)
+    assert job.needs_yarn
+    job.reconcile("FAILED", "FAILED", "AM container lost with its node")
+    assert job.status == "FAILED" and "YARN's final status is FAILED" in job.incomplete_reason
+    assert {r.status for r in job.attempts[0].tasks.values()} == {"LOST"}
+    # an open log (the AM SIGKILLed) is reconciled as before
+    open_job = JobHistory.from_events("application_1_2", events[:-1], complete=False)
+    open_job.reconcile("FINISHED", "FAILED")
+    assert open_job.status == "FAILED" and "without closing" in open_job.incomplete_reason

@@ -6,6 +6,8 @@ here, on the launch context YARN would receive, not by running a container.
 
 from __future__ import annotations
 
+import tarfile
+
 from pathlib import Path
 
 import pytest
@@ -67,7 +69,8 @@ def test_docker_launch_context(tmp_path, monkeypatch):
 
 def test_packed_environment_is_an_archive_of_the_tasks_only(tmp_path, monkeypatch):
     archive = tmp_path / "env.tar.gz"
-    archive.write_bytes(b"")
+    with tarfile.open(archive, "w:gz"):  # an empty but real archive
+        pass
     job, app = _app(tmp_path, monkeypatch, python_venv=str(archive))
     assert app.services["worker"].files[VENV_DIR].type == "ARCHIVE"
     assert VENV_DIR not in app.master.files

@@ -46,7 +46,7 @@ def test_a_skein_driver_failure_is_one_line(tmp_path, monkeypatch, capsys):
 
     class Broken(TonyClient):
         def __init__(self, *a, **k):
-            pass
+            self.environment = {"HADOOP_CONF_DIR": str(tmp_path)}
 
         def validate(self, job):
             return job

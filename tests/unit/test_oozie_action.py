@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tony_airflow.engines.oozie import CAPTURE_LIMIT, add_generator_options, capture_lines, oozie_tags, render
-from tony_airflow.engines.runner import Outcome
+from tony_airflow.core.runner import Outcome
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.hadoop_conf import write_site
 
@@ -74,4 +74,4 @@ def test_entry_point_refuses_bad_options_with_exit_2_and_nothing_on_stdout(tmp_p
                                                                "HADOOP_CONF_DIR": str(tmp_path / "nowhere")})
     assert proc.returncode == 2 and proc.stdout == ""  # stdout is Oozie's captured action data
     assert proc.stderr.strip().splitlines() == [
-        "error: cluster_requirement (worker): 'zero' is not a whole number; allowed: a whole number >= 1"]
+        "error: cluster_requirement (worker): 'zero' is not a whole number; allowed: a whole number from 1 to 10000"]

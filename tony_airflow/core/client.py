@@ -9,6 +9,7 @@ containers are skein services whose initial instances are attempt 1's tasks
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -16,10 +17,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Union
 
 import skein
 
@@ -28,7 +30,7 @@ from tony_airflow.core.history.store import history_dir
 from tony_airflow.core.placement import initial_tasks, service_names
 from tony_airflow.core.protocol import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV
 from tony_airflow.core.spec import JobSpec
-from tony_airflow.errors import UsageError
+from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.local.java import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home, java_major_version
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
@@ -38,11 +40,8 @@ VENV_DIR = "venv"  # where a packed Python environment is unpacked in each task 
 
 
 def hadoop_environment() -> dict[str, str]:
-    """The environment that points skein and our REST clients at a cluster.
-
-    HADOOP_CONF_DIR wins when set (a real cluster); otherwise the default local
-    cluster, if one was started with `tony cluster up`.
-    """
+    """What to add to this process's environment to reach the cluster: nothing when
+    HADOOP_CONF_DIR is set (a real cluster), else the default local cluster's settings."""
     if os.environ.get("HADOOP_CONF_DIR"):
         return {}
     from tony_airflow.yarn.local import LocalCluster
@@ -52,6 +51,35 @@ def hadoop_environment() -> dict[str, str]:
         raise UsageError("HADOOP_CONF_DIR: not set and no local cluster exists; "
                          "set it to your cluster's configuration or run `tony cluster up`")
     return local.env()
+
+
+def cluster_environment(conf_dir: str | None = None) -> dict[str, str]:
+    """The variables skein's driver needs for one cluster, without touching os.environ:
+    an explicit `conf_dir`, else HADOOP_CONF_DIR, else the default local cluster."""
+    if conf_dir:
+        return {"HADOOP_CONF_DIR": str(conf_dir)}
+    extra = hadoop_environment()
+    return extra or {"HADOOP_CONF_DIR": os.environ["HADOOP_CONF_DIR"]}
+
+
+_ENVIRON_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _scoped_environ(env: dict[str, str]) -> Iterator[None]:
+    """skein starts its driver JVM (and `yarn classpath`) from os.environ: set `env` only for
+    that moment, so that a later client in the same process is not pointed at this cluster."""
+    with _ENVIRON_LOCK:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 def _driver_java_options() -> list[str] | None:
@@ -66,7 +94,8 @@ def _driver_java_options() -> list[str] | None:
     return [*opens, *LIGHT_JVM_FLAGS]
 
 
-def build_application(job: JobSpec, staging: Path, secret: str) -> skein.ApplicationSpec:
+def build_application(job: JobSpec, staging: Path, secret: str,
+                      hadoop_conf_dir: str | None = None) -> skein.ApplicationSpec:
     """The skein ApplicationSpec for a job; shipped files are staged under `staging`."""
     # The effective spec names the history directory the submitter's `tony history` reads.
     job = dataclasses.replace(job, history_dir=history_dir(job.history_dir))
@@ -87,7 +116,7 @@ def build_application(job: JobSpec, staging: Path, secret: str) -> skein.Applica
     task_files = dict(files)
     if job.python_venv:
         task_files[VENV_DIR] = skein.File(_source(job.python_venv), type="archive")
-    task_env = {**env, **docker_env(job)}
+    task_env = {**env, **docker_env(job, hadoop_conf_dir)}
     master_env = {"JAVA_TOOL_OPTIONS": " ".join(LIGHT_JVM_FLAGS), **env,  # for skein's Java AM
                   SUBMITTED_AT_ENV: f"{time.time():.3f}"}
     master = skein.Master(
@@ -114,7 +143,7 @@ def _source(path: str) -> str:
     return path if "://" in path else str(Path(path).absolute())
 
 
-def docker_env(job: JobSpec) -> dict[str, str]:
+def docker_env(job: JobSpec, hadoop_conf_dir: str | None = None) -> dict[str, str]:
     """The launch context that makes a NodeManager run a task in Docker (YARN's Docker runtime).
 
     Only the task containers run in the image; the AM runs natively. Mounted
@@ -124,7 +153,8 @@ def docker_env(job: JobSpec) -> dict[str, str]:
     if not job.docker_image:
         return {}
     mounts = []
-    for path, mode in ((os.environ.get("HADOOP_CONF_DIR", ""), "ro"), (os.environ.get("JAVA_HOME", ""), "ro"),
+    conf_dir = hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR", "")
+    for path, mode in ((conf_dir, "ro"), (os.environ.get("JAVA_HOME", ""), "ro"),
                        (job.input_path, "ro"), (job.output_path, "rw")):
         if path and "://" not in path and path.startswith("/"):
             mounts.append(f"{path}:{path}:{mode}")
@@ -149,14 +179,33 @@ class Progress:
     finished: int = 0
     spec_published: bool = False
 
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> "Progress | None":
+        """The AM's progress record; fields a newer AM adds are ignored, a broken record is None."""
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        known = {f.name for f in dataclasses.fields(cls)}
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError:
+            return None
+
+
+SkeinSource = Union["skein.Client", Callable[[], "skein.Client"], None]
+
 
 class JobHandle:
-    """A submitted job: its state, its progress, and the means to stop it."""
+    """A submitted job (or one reconnected to by id): its state, its progress, and the means to stop it."""
 
-    def __init__(self, app_id: str, rm: ResourceManagerClient, skein_client: skein.Client | None = None):
+    def __init__(self, app_id: str, rm: ResourceManagerClient, skein_client: SkeinSource = None):
+        """`skein_client`: a skein client, or a function that makes one when progress is first asked for."""
         self.app_id = app_id
         self.rm = rm
-        self._skein = skein_client
+        self._skein_source = skein_client
         self._app_client: Any = None
         self.last_report: ApplicationReport | None = None
         self._secret = ""
@@ -177,29 +226,48 @@ class JobHandle:
     def kill(self) -> None:
         self.rm.kill(self.app_id)
 
+    @property
+    def _skein(self) -> skein.Client | None:
+        source = self._skein_source
+        if source is None or isinstance(source, skein.Client):
+            return source
+        try:
+            self._skein_source = source()
+        except Exception:  # no driver: progress is a nicety, the RM report is what counts
+            self._skein_source = None
+        return self._skein_source
+
     def progress(self) -> Progress | None:
         """The AM's own counts (allocated, registered, ...), read from skein's key-value store."""
-        if self._skein is None:
+        client = self._skein
+        if client is None:
             return None
         try:
             if self._app_client is None:
-                self._app_client = self._skein.connect(self.app_id, wait=False)
+                self._app_client = client.connect(self.app_id, wait=False)
             raw = self._app_client.kv.get(PROGRESS_KEY)
         except Exception:  # the AM is not up yet, or already gone
             self._app_client = None
             return None
-        return Progress(**json.loads(raw)) if raw else None
+        return Progress.from_json(raw) if raw else None
 
     def run_local_tasks(self, poll: float = 0.5) -> int:
         """Client mode: run the job's local task (the chief) here, once per attempt, until the job ends.
 
         It registers with the AM like any executor (same secret, same protocol,
-        same environment) and returns the exit code of its last run.
+        same environment) and returns the exit code of its last run. A watcher
+        stops it as soon as the ResourceManager says the application ended
+        (`tony kill`, a failed gang); the executor itself also gives up when the AM
+        stops answering.
         """
         from tony_airflow.core.executor.task import Executor, RegistryClient
         from tony_airflow.core.runtimes import TaskIdentity
 
-        job, code, done_attempt = self._job, 0, 0
+        job = self._job
+        if job is None or not self._secret or not job.local_types():
+            raise UsageError("client mode: only the process that submitted the job can run its chief "
+                             "(a reconnected handle has neither the job nor its secret)")
+        code, done_attempt = 0, 0
         while True:
             report = self.status()
             if report.is_terminal:
@@ -212,8 +280,32 @@ class JobHandle:
             for type_ in job.local_types():
                 me = TaskIdentity(type=type_, index=0, attempt=progress.attempt, app_id=self.app_id)
                 host = os.environ.get("TONY_CLIENT_HOST") or socket.gethostname()
-                code = Executor(job, me, RegistryClient(address, self._secret), host, local=True).run()
+                executor = Executor(job, me, RegistryClient(address, self._secret), host, local=True)
+                with self._stop_when_ended(executor):
+                    code = executor.run()
             done_attempt = progress.attempt
+
+    @contextlib.contextmanager
+    def _stop_when_ended(self, executor: Any, every: float = 2.0) -> Iterator[None]:
+        """Stop a local task once YARN says the application is over."""
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(every):
+                try:
+                    report = self.rm.application(self.app_id)
+                except Exception:  # the RM is unreachable for a moment: the executor's own limit still holds
+                    continue
+                if report.is_terminal:
+                    executor.stop(f"the application ended: {report.state} {report.final_status}")
+                    return
+
+        watcher = threading.Thread(target=watch, name="app-watch", daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            done.set()
 
     def status_url(self) -> str | None:
         if self._app_client is None:
@@ -249,12 +341,10 @@ class TonyClient:
     def __init__(self, conf_dir: str | None = None, rm: ResourceManagerClient | None = None,
                  principal: str | None = None, keytab: str | None = None):
         """`rm` overrides the ResourceManager addresses of the configuration (Airflow's
-        connection may name them); `principal`/`keytab` log skein's driver in with Kerberos."""
-        env = {} if conf_dir else hadoop_environment()
-        if conf_dir:
-            env["HADOOP_CONF_DIR"] = conf_dir
-        os.environ.update(env)
-        self.conf = HadoopConf.load(os.environ["HADOOP_CONF_DIR"])
+        connection may name them); `principal`/`keytab` log skein's driver in with Kerberos.
+        The process environment is left as it is: the cluster is this client's own setting."""
+        self.environment = cluster_environment(conf_dir)
+        self.conf = HadoopConf.load(self.environment["HADOOP_CONF_DIR"])
         self.rm = rm or ResourceManagerClient.from_conf(self.conf)
         self._kerberos = {"principal": principal, "keytab": keytab} if principal else {}
         self._skein: skein.Client | None = None
@@ -273,7 +363,12 @@ class TonyClient:
     @property
     def skein(self) -> skein.Client:
         if self._skein is None:
-            self._skein = skein.Client(java_options=_driver_java_options(), log=False, **self._kerberos)
+            with _scoped_environ(self.environment):
+                try:
+                    self._skein = skein.Client(java_options=_driver_java_options(), log=False, **self._kerberos)
+                except (skein.exceptions.SkeinError, OSError, subprocess.CalledProcessError) as exc:
+                    raise ClusterError(f"skein: could not start its driver for {self.environment['HADOOP_CONF_DIR']}: "
+                                       f"{' '.join(str(exc).split())}") from None
         return self._skein
 
     # ------------------------------------------------------------ validation
@@ -293,16 +388,18 @@ class TonyClient:
 
     def validate(self, job: JobSpec) -> JobSpec:
         job.validate(max_allocation=self.max_allocation(job.queue))
-        self._check_gpus_and_labels(job)
+        nodes = (self.rm.get("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
+        self._check_gpus_and_labels(job, nodes)
+        if nodes:  # no node has registered yet: nothing to measure against
+            job.check_capacity(_partitions(nodes))
         return job
 
-    def _check_gpus_and_labels(self, job: JobSpec) -> None:
+    def _check_gpus_and_labels(self, job: JobSpec, nodes: list[dict[str, Any]]) -> None:
         """GPUs no node has, and labels the cluster does not know, can never be scheduled."""
         wanted = {t.name: t.gpus for t in job.tasks.values() if t.gpus}
         labels = {t.name: t.node_label for t in job.tasks.values() if t.node_label}
         if not (wanted or labels):
             return
-        nodes = (self.rm.get("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
         if wanted:
             most = max((_gpus_of(n) for n in nodes), default=0)
             type_, n = max(wanted.items(), key=lambda kv: kv[1])
@@ -324,14 +421,35 @@ class TonyClient:
         self.validate(job)
         secret = protocol.new_secret()
         with tempfile.TemporaryDirectory(prefix="tony-submit-") as staging:
-            spec = build_application(job, Path(staging), secret)
-            app_id = self.skein.submit(spec)
-        handle = JobHandle(app_id, self.rm, self.skein)
+            spec = build_application(job, Path(staging), secret, self.environment["HADOOP_CONF_DIR"])
+            client = self.skein
+            try:
+                app_id = client.submit(spec)
+            except skein.exceptions.SkeinError as exc:
+                raise ClusterError(f"skein: YARN refused the submission: {' '.join(str(exc).split())[:500]}") from None
+        handle = JobHandle(app_id, self.rm, client)
         handle._secret, handle._job = secret, job
         return handle
 
     def handle(self, app_id: str) -> JobHandle:
-        return JobHandle(app_id, self.rm, self._skein)
+        """A handle on a job submitted earlier (a retry reconnecting): status, progress, kill."""
+        return JobHandle(app_id, self.rm, lambda: self.skein)
+
+
+def _partitions(nodes: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """node label ('' = default partition) -> (MiB, vcores) of its running nodes together."""
+    totals: dict[str, tuple[int, int]] = {}
+    for node in nodes:
+        if node.get("state") not in (None, "RUNNING"):
+            continue
+        total = node.get("totalResource") or {}
+        mem = int(total.get("memory") or 0) or int(node.get("availMemoryMB", 0)) + int(node.get("usedMemoryMB", 0))
+        vc = int(total.get("vCores") or 0) or int(node.get("availableVirtualCores", 0)) + int(
+            node.get("usedVirtualCores", 0))
+        for label in (node.get("nodeLabels") or [""]):
+            have = totals.get(label, (0, 0))
+            totals[label] = (have[0] + mem, have[1] + vc)
+    return totals
 
 
 def _gpus_of(node: dict[str, Any]) -> int:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 import time
 from collections import OrderedDict
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, TypeVar
 
 REGISTER = "/v1/register"
 CLUSTER_SPEC = "/v1/cluster-spec"
@@ -84,3 +87,72 @@ class Verifier:
             return "replayed request"
         self._seen[nonce] = now + self._max_skew
         return None
+
+
+# ------------------------------------------------------------------ messages
+class BadMessage(ValueError):
+    """A signed body that is not the message its path expects (answered with HTTP 400)."""
+
+
+M = TypeVar("M")
+
+
+@dataclass(frozen=True)
+class Register:
+    type: str
+    index: int
+    attempt: int
+    host: str
+    port: int
+    container_id: str = ""
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    type: str
+    index: int
+    attempt: int
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    type: str
+    index: int
+    attempt: int
+    exit_code: int
+    stderr_tail: str = ""
+    usage: dict[str, Any] | None = None
+
+
+# field annotations (strings under `from __future__ import annotations`) -> the JSON types allowed
+_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "str": (str,), "dict[str, Any] | None": (dict, type(None))}
+
+
+def parse_message(kind: type[M], body: bytes) -> M:
+    """Decode and check one executor message; BadMessage names what is wrong.
+
+    Unknown fields are ignored (a newer executor may send more); missing or
+    mistyped known fields are refused.
+    """
+    try:
+        data = json.loads(body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise BadMessage("the body is not JSON") from None
+    if not isinstance(data, dict):
+        raise BadMessage(f"the body must be a JSON object, not {type(data).__name__}")
+    values: dict[str, Any] = {}
+    for f in fields(kind):  # type: ignore[arg-type]
+        if f.name not in data:
+            if f.default is MISSING:
+                raise BadMessage(f"field {f.name!r} is missing")
+            continue
+        value = data[f.name]
+        allowed = _KINDS.get(str(f.type), (object,))
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            if f.type == "int" and isinstance(value, str) and value.lstrip("-").isdigit():
+                value = int(value)
+            else:
+                raise BadMessage(f"field {f.name!r} has the wrong type ({type(value).__name__})")
+        values[f.name] = value
+    return kind(**values)

@@ -7,7 +7,11 @@ Parsing and validation live here and only here. Every refusal is a
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
+import tarfile
+import zipfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -16,10 +20,11 @@ import yaml
 
 from tony_airflow.errors import UsageError
 
-TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Matched with fullmatch: `$` would also admit a trailing newline.
+TYPE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESOURCE_FORM = re.compile(r"^(?:(?P<type>[^:\[\]]+?)(?:\[(?P<index>[^\]]*)\])?:)?(?P<value>.+)$")
-MEMORY = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[KMGT]i?B?|[KMGT]|B)?\s*$", re.IGNORECASE)
+MEMORY = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?(?:e\+?\d+)?)\s*(?P<unit>[KMGT]i?B?|[KMGT]|B)?\s*$", re.IGNORECASE)
 _UNIT_MB = {"": 1, "B": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 # Seed 001 defaults to 8192 MiB; 2 GiB lets a ps + 2 workers + TensorBoard job
@@ -32,15 +37,23 @@ DEFAULT_TRACKED = ("chief", "worker", "evaluator")
 DEFAULT_UNTRACKED = ("ps",)
 DEFAULT_SIDECARS = ("tensorboard",)
 ROLES = ("tracked", "untracked", "sidecar")
+# Bounds that keep nonsense from hanging the client or the AM (docs: README, "Limits").
+MAX_INSTANCES = 10_000          # per type; the registry is measured up to 5000 (bench.registry_scale)
+MIN_HEARTBEAT_INTERVAL_S = 0.1
+MAX_SRC_DIR_BYTES = 256 * 2**20  # src_dir is zipped and shipped with every task; data belongs in HDFS
+MAX_JOB_FILE_BYTES = 2**20
+FRAMEWORKS = ("tensorflow", "pytorch", "generic")
 
 
 def parse_memory_mb(text: str | int, field_name: str) -> int:
     """'2048' (MiB), '2 GiB', '512M', '1.5g' -> MiB; refuses zero, negatives and nonsense."""
     if isinstance(text, bool):
         raise UsageError(f"{field_name}: {text!r} is not a memory size; allowed: a positive number of MiB or e.g. '2 GiB'")
-    if isinstance(text, int):
-        text = str(text)
-    match = MEMORY.match(str(text))
+    if isinstance(text, (int, float)):
+        text = repr(text) if isinstance(text, float) and math.isfinite(text) else str(text)
+    if not isinstance(text, str):
+        raise UsageError(f"{field_name}: {text!r} is not a memory size; allowed: a positive number of MiB or e.g. '2 GiB'")
+    match = MEMORY.match(text)
     if not match:
         raise UsageError(f"{field_name}: {text!r} is not a memory size; allowed: a positive number of MiB or e.g. '2 GiB'")
     unit = (match["unit"] or "").upper()[:1]
@@ -50,15 +63,19 @@ def parse_memory_mb(text: str | int, field_name: str) -> int:
     return mb
 
 
-def parse_count(text: str | int, field_name: str, minimum: int = 1) -> int:
-    if isinstance(text, bool):
-        raise UsageError(f"{field_name}: {text!r} is not a whole number; allowed: a whole number >= {minimum}")
+def parse_count(text: str | int, field_name: str, minimum: int = 1, maximum: int | None = None) -> int:
+    allowed = f"a whole number >= {minimum}" if maximum is None else f"a whole number from {minimum} to {maximum}"
+    if isinstance(text, bool) or not isinstance(text, (str, int)):
+        raise UsageError(f"{field_name}: {text!r} is not a whole number; allowed: {allowed}")
     try:
         value = int(str(text).strip())
     except ValueError:
-        raise UsageError(f"{field_name}: {text!r} is not a whole number; allowed: a whole number >= {minimum}") from None
+        raise UsageError(f"{field_name}: {text!r} is not a whole number; allowed: {allowed}") from None
     if value < minimum:
-        raise UsageError(f"{field_name}: {value} is too small; allowed: a whole number >= {minimum}")
+        raise UsageError(f"{field_name}: {value} is too small; allowed: {allowed}")
+    if maximum is not None and value > maximum:
+        shown = str(value) if len(str(value)) <= 12 else f"{str(value)[:12]}..."
+        raise UsageError(f"{field_name}: {shown} is too large; allowed: at most {maximum}")
     return value
 
 
@@ -77,12 +94,12 @@ def parse_requirement(text: str) -> dict[str, int]:
         check_type_name(name, field_name)
         if name in result:
             raise UsageError(f"{field_name}: type {name!r} is given twice; allowed: each type once")
-        result[name] = parse_count(count, f"{field_name} ({name})")
+        result[name] = parse_count(count, f"{field_name} ({name})", maximum=MAX_INSTANCES)
     return result
 
 
 def check_type_name(name: str, field_name: str) -> None:
-    if not TYPE_NAME.match(name):
+    if not TYPE_NAME.fullmatch(name):
         raise UsageError(f"{field_name}: {name!r} is not a valid type name; "
                          "allowed: lower-case letters, digits and '_', starting with a letter")
 
@@ -100,9 +117,17 @@ class ResourceForms:
         forms = cls()
         if values is None:
             return forms
-        if isinstance(values, (str, int)):
+        if isinstance(values, (str, int, float)):
             values = [values]
+        if not isinstance(values, (list, tuple)):
+            raise UsageError(f"{field_name}: {values!r} is malformed; allowed: '<value>', '<type>:<value>', "
+                             "'<type>[<index>]:<value>' or a list of those")
         for raw in values:
+            if isinstance(raw, float):
+                raw = repr(raw)
+            if not isinstance(raw, (str, int)) or isinstance(raw, bool):
+                raise UsageError(f"{field_name}: {raw!r} is malformed; allowed: '<value>', "
+                                 "'<type>:<value>' or '<type>[<index>]:<value>'")
             for item in (str(raw).split(",") if not isinstance(raw, int) else [raw]):
                 item = str(item).strip()
                 match = RESOURCE_FORM.match(item) if item else None
@@ -264,15 +289,27 @@ class JobSpec:
         if not self.queue.strip():
             raise UsageError("queue: is empty; allowed: a YARN queue name such as 'default'")
         for key in self.env:
-            if not ENV_NAME.match(key):
+            if not ENV_NAME.fullmatch(key):
                 raise UsageError(f"env: {key!r} is not a variable name; allowed: letters, digits and '_'")
+        if not self.python.strip():
+            raise UsageError("python: is empty; allowed: the Python command on the nodes, such as python3")
+        if self.framework not in FRAMEWORKS:
+            raise UsageError(f"framework: {self.framework!r} is not supported; allowed: {', '.join(FRAMEWORKS)}")
+        if self.heartbeat_interval < MIN_HEARTBEAT_INTERVAL_S:
+            raise UsageError(f"heartbeat_interval: {self.heartbeat_interval:g} s is too short; allowed: at least "
+                             f"{MIN_HEARTBEAT_INTERVAL_S} s")
+        if self.timeouts.heartbeat and self.heartbeat_interval >= self.timeouts.heartbeat:
+            raise UsageError(f"heartbeat_interval: {self.heartbeat_interval:g} s must be below the heartbeat timeout "
+                             f"({self.timeouts.heartbeat:g} s)")
+        check_data_path(self.input_path, "input")
+        check_data_path(self.output_path, "output")
         if check_paths:
             if self.script and not Path(self.script).is_file():
                 raise UsageError(f"script: {self.script} does not exist or is not a file")
-            if self.src_dir and not Path(self.src_dir).is_dir():
-                raise UsageError(f"src_dir: {self.src_dir} does not exist or is not a directory")
-            if self.python_venv and not self.python_venv.startswith("hdfs:") and not Path(self.python_venv).is_file():
-                raise UsageError(f"python_venv: {self.python_venv} does not exist or is not a file")
+            if self.src_dir:
+                check_src_dir(self.src_dir)
+            if self.python_venv and not self.python_venv.startswith("hdfs:"):
+                check_packed_env(self.python_venv)
         if self.python_venv and not self.python_venv.endswith((".tar.gz", ".tgz", ".zip")):
             raise UsageError(f"python_venv: {self.python_venv} is not an archive; allowed: a .tar.gz, .tgz "
                              "or .zip made by venv-pack")
@@ -281,9 +318,14 @@ class JobSpec:
         return self
 
     def check_fits(self, max_memory_mb: int, max_vcores: int) -> None:
+        """Every container within the largest one YARN grants (per distinct size, not per instance)."""
         for task in self.tasks.values():
-            for index in range(task.instances):
-                mem, vc = task.memory_of(index), task.vcores_of(index)
+            sizes = {index: (task.memory_of(index), task.vcores_of(index))
+                     for index in sorted(set(task.memory_by_index) | set(task.vcores_by_index))}
+            first_default = next((i for i in range(min(task.instances, len(sizes) + 1)) if i not in sizes), None)
+            if first_default is not None:
+                sizes[first_default] = (task.memory_mb, task.vcores)
+            for index, (mem, vc) in sorted(sizes.items()):
                 if mem > max_memory_mb:
                     raise UsageError(f"task_memory: {task.name}[{index}] asks {mem} MiB; the cluster's maximum "
                                      f"allocation is {max_memory_mb} MiB")
@@ -292,6 +334,85 @@ class JobSpec:
                                      f"allocation is {max_vcores} vcores")
         if self.am_memory_mb > max_memory_mb:
             raise UsageError(f"am_memory: {self.am_memory_mb} MiB is above the maximum allocation {max_memory_mb} MiB")
+        if self.am_vcores > max_vcores:
+            raise UsageError(f"am_vcores: {self.am_vcores} vcores is above the maximum allocation {max_vcores}")
+
+    def demand(self) -> dict[str, tuple[int, int]]:
+        """(MiB, vcores) the whole gang holds at once, per node label ('' = the default partition)."""
+        local = set(self.local_types())
+        totals: dict[str, tuple[int, int]] = {"": (self.am_memory_mb, self.am_vcores)}
+        for task in self.tasks.values():
+            if task.name in local:
+                continue
+            mem = task.memory_mb * task.instances + sum(m - task.memory_mb for m in task.memory_by_index.values())
+            vc = task.vcores * task.instances + sum(v - task.vcores for v in task.vcores_by_index.values())
+            have = totals.get(task.node_label, (0, 0))
+            totals[task.node_label] = (have[0] + mem, have[1] + vc)
+        return totals
+
+    def check_capacity(self, partitions: Mapping[str, tuple[int, int]]) -> None:
+        """A gang must fit the cluster all at once: refuse a job larger than its partition's nodes together."""
+        for label, (mem, vc) in self.demand().items():
+            have_mem, have_vc = partitions.get(label, (0, 0))
+            where = f"node_label {label!r}" if label else "the default partition"
+            if mem > have_mem or vc > have_vc:
+                raise UsageError(f"cluster_requirement: the job asks {mem / 1024:.1f} GiB and {vc} vcores at once in "
+                                 f"{where}; the cluster has {have_mem / 1024:.1f} GiB and {have_vc} vcores there")
+
+
+def _is_root(path: str) -> bool:
+    """`hdfs://`, `hdfs:///`, `hdfs://nn:8020/`, `/`: a whole filesystem."""
+    if path.startswith("hdfs:"):
+        rest = path[len("hdfs:"):]
+        if rest.startswith("//"):
+            rest = rest[2:]
+            rest = rest[rest.find("/"):] if "/" in rest else ""
+        return rest.strip("/") == ""
+    if path.startswith("file://"):
+        return path[len("file://"):].strip("/") == ""
+    return path.strip() != "" and path.strip().strip("/") == ""
+
+
+def check_data_path(path: str, field_name: str) -> None:
+    """An input or output is a directory, never a filesystem's root (tasks copy all of it)."""
+    if path and _is_root(path):
+        raise UsageError(f"{field_name}: {path!r} is the root of the filesystem; allowed: a directory below it, "
+                         "such as hdfs:///data/run1")
+
+
+def check_src_dir(src_dir: str) -> None:
+    if not Path(src_dir).is_dir():
+        raise UsageError(f"src_dir: {src_dir} does not exist or is not a directory")
+    total = 0
+    for root, _dirs, files in os.walk(src_dir):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+            if total > MAX_SRC_DIR_BYTES:
+                break
+    if total > MAX_SRC_DIR_BYTES:
+        raise UsageError(f"src_dir: {src_dir} holds {_size_text(total)} or more; allowed: at most "
+                         f"{MAX_SRC_DIR_BYTES // 2**20} MiB (it is zipped and shipped with every task: put data "
+                         "in HDFS and pass it with -i)")
+
+
+def check_packed_env(path: str) -> None:
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"python_venv: {path} does not exist or is not a file")
+    is_archive = zipfile.is_zipfile(p) if path.endswith(".zip") else tarfile.is_tarfile(p)
+    if not is_archive:
+        raise UsageError(f"python_venv: {path} is not a .tar.gz, .tgz or .zip archive; allowed: a packed "
+                         "environment made by venv-pack")
+
+
+def _size_text(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def default_role(type_name: str) -> str:
@@ -312,13 +433,33 @@ _TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", 
 _TIMEOUT_KEYS = {f.name for f in fields(Timeouts)}
 
 
+class _JobFileLoader(yaml.SafeLoader):
+    """YAML without aliases: a job file has no use for them, and an alias bomb expands
+    into gigabytes once the values are read (billion laughs)."""
+
+    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise UsageError(f"conf: YAML aliases (*name) are not allowed in a job file (line {mark.line + 1})")
+        return super().compose_node(parent, index)
+
+
 def load_job_file(path: str) -> dict[str, Any]:
     """A YAML or JSON job file: the same fields as the command line."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"conf: {path} does not exist or is not a file")
+    size = p.stat().st_size
+    if size > MAX_JOB_FILE_BYTES:
+        raise UsageError(f"conf: {path} is {_size_text(size)}; allowed: a job file of at most 1 MiB")
     try:
-        data = yaml.safe_load(p.read_text())
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"conf: {path} is not UTF-8 text (byte {exc.start}); allowed: a UTF-8 YAML or JSON file") from None
+    try:
+        data = yaml.load(text, Loader=_JobFileLoader)  # noqa: S506 - a SafeLoader without aliases
+    except RecursionError:
+        raise UsageError(f"conf: {path} is nested too deeply; allowed: a mapping of job fields") from None
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         where = f" (line {line + 1})" if line is not None else ""
@@ -343,13 +484,15 @@ def _as_list(value: Any, field_name: str) -> list[str]:
     raise UsageError(f"{field_name}: expected a list or a comma-separated string, not {type(value).__name__}")
 
 
-def build_job_spec(options: Mapping[str, Any], check_paths: bool = True) -> JobSpec:
+def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
+                   type_commands: Mapping[str, str] | None = None) -> JobSpec:
     """Build and validate (without the cluster) a JobSpec from front-end options.
 
     `options` holds the job-file keys above; every front end (CLI, Airflow,
     Azkaban, Oozie) maps its own input onto them and calls this. `check_paths`
     is off only where the paths name files on another machine (a generated
-    Oozie action runs on a launcher node).
+    Oozie action runs on a launcher node). `type_commands` (`--command TYPE=CMD`)
+    replace the common command for their types before the spec is validated.
     """
     opts = {k: v for k, v in options.items() if v is not None}
     unknown = sorted(set(opts) - _JOB_FILE_KEYS)
@@ -367,7 +510,8 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True) -> JobS
             bad = sorted(set(body) - _TASK_KEYS)
             if bad:
                 raise UsageError(f"tasks.{name}: unknown field {bad[0]!r}; allowed: {', '.join(sorted(_TASK_KEYS))}")
-            body["instances"] = parse_count(body.get("instances", 1), f"tasks.{name}.instances")
+            body["instances"] = parse_count(body.get("instances", 1), f"tasks.{name}.instances",
+                                            maximum=MAX_INSTANCES)
             per_type[str(name)] = body
     if "cluster_requirement" in opts:
         if per_type:
@@ -409,19 +553,26 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True) -> JobS
             assigned[name] = role
             roles[name] = role
 
+    for name in type_commands or {}:
+        if name not in per_type:
+            raise UsageError(f"--command: names unknown type {name!r}; allowed: {', '.join(per_type)}")
+
     tasks: dict[str, TaskSpec] = {}
     for name, body in per_type.items():
         n = body["instances"]
-        # precedence: per-type option > the type's own entry > general option > default
-        own_mem = parse_memory_mb(body["memory"], f"tasks.{name}.memory") if "memory" in body else None
-        own_vc = parse_count(body["vcores"], f"tasks.{name}.vcores") if "vcores" in body else None
-        type_mem = memory.per_type.get(name, own_mem or memory.resolve(name, -1, DEFAULT_MEMORY_MB))
-        type_vc = vcores.per_type.get(name, own_vc or vcores.resolve(name, -1, 1))
+        own = {
+            "memory": parse_memory_mb(body["memory"], f"tasks.{name}.memory") if "memory" in body else None,
+            "vcores": parse_count(body["vcores"], f"tasks.{name}.vcores") if "vcores" in body else None,
+            "gpus": parse_count(body["gpus"], f"tasks.{name}.gpus", 0) if "gpus" in body else None,
+            "node_label": str(body["node_label"]).strip() if body.get("node_label") is not None else None,
+        }
         tasks[name] = TaskSpec(
-            name=name, instances=n, memory_mb=type_mem, vcores=type_vc,
-            gpus=parse_count(body["gpus"], f"tasks.{name}.gpus", 0) if "gpus" in body else gpus.resolve(name, -1, 0),
-            node_label=str(body.get("node_label") or labels.resolve(name, -1, "")),
-            command=str(body.get("command") or ""),
+            name=name, instances=n,
+            memory_mb=_most_specific(memory, name, own["memory"], DEFAULT_MEMORY_MB),
+            vcores=_most_specific(vcores, name, own["vcores"], 1),
+            gpus=_most_specific(gpus, name, own["gpus"], 0),
+            node_label=_most_specific(labels, name, own["node_label"], ""),
+            command=str((type_commands or {}).get(name) or body.get("command") or ""),
             role=roles[name],
             memory_by_index={i: m for (t, i), m in memory.per_task.items() if t == name},
             vcores_by_index={i: v for (t, i), v in vcores.per_task.items() if t == name},
@@ -466,24 +617,40 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True) -> JobS
         stop_grace=_parse_seconds(opts.get("stop_grace", 10.0), "stop_grace"),
         history_dir=check_history_dir(str(opts.get("history_dir") or "").strip(), "history_dir"),
     )
-    if spec.framework not in ("tensorflow", "pytorch", "generic"):
-        raise UsageError(f"framework: {spec.framework!r} is not supported; allowed: tensorflow, pytorch, generic")
     return spec.validate(check_paths=check_paths)
 
 
+def _most_specific(forms: ResourceForms, type_name: str, own: Any, default: Any) -> Any:
+    """One rule for memory, vcores, GPUs and labels: a per-type option (`-m worker:4096`) beats the
+    type's own `tasks:` entry, which beats a general option (`-m 2048`), which beats the default."""
+    if type_name in forms.per_type:
+        return forms.per_type[type_name]
+    if own is not None:
+        return own
+    return forms.general if forms.general is not None else default
+
+
 def check_history_dir(text: str, field_name: str) -> str:
-    """Refuse a history root that is not absolute (a relative HDFS path would depend on the user)."""
+    """Refuse a history root that is not absolute (a relative HDFS path would depend on the user)
+    or that is a filesystem's root (the store would write there)."""
     if text and not text.startswith(("/", "hdfs://", "file:///")):
         raise UsageError(f"{field_name}: {text!r} is not an absolute path; allowed: /path or hdfs://... "
                          "(HDFS) or file:///path (one machine)")
+    if text and _is_root(text):
+        raise UsageError(f"{field_name}: {text!r} is the root of the filesystem; allowed: a directory below it, "
+                         "such as /tmp/tony-history")
     return text
 
 
 def _parse_seconds(value: Any, field_name: str, positive: bool = False) -> float:
+    if isinstance(value, bool):
+        raise UsageError(f"{field_name}: {value!r} is not a number of seconds")
     try:
         seconds = float(value)
     except (TypeError, ValueError):
         raise UsageError(f"{field_name}: {value!r} is not a number of seconds") from None
+    if not math.isfinite(seconds):
+        raise UsageError(f"{field_name}: {value!r} is not a finite number; allowed: seconds >= 0 (0 = no limit)")
     if seconds < 0 or (positive and seconds == 0):
         raise UsageError(f"{field_name}: {value!r} must be {'> 0' if positive else '>= 0'} seconds")
     return seconds
@@ -495,7 +662,7 @@ def parse_env_pairs(pairs: Iterable[str]) -> dict[str, str]:
         key, sep, value = str(pair).partition("=")
         if not sep or not key:
             raise UsageError(f"env: {pair!r} is malformed; allowed: KEY=VALUE")
-        if not ENV_NAME.match(key):
+        if not ENV_NAME.fullmatch(key):
             raise UsageError(f"env: {key!r} is not a variable name; allowed: letters, digits and '_'")
         env[key] = value
     return env

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 import javaproperties
 
 from tony_airflow.core.spec import build_job_spec, parse_env_pairs
-from tony_airflow.engines.runner import Outcome, run_to_completion
+from tony_airflow.core.runner import Outcome, run_to_completion
 from tony_airflow.errors import UsageError
 
 # seed-001 / job-file fields accepted as they are; the seed's `command` is `task_command` here, because

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import jinja2
 
-from tony_airflow.engines.runner import Outcome, run_to_completion
+from tony_airflow.core.runner import Outcome, run_to_completion
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.hadoop_conf import read_site
 

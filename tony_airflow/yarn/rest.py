@@ -15,14 +15,20 @@ from typing import Any, Iterable
 
 import httpx
 
+from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.hadoop_conf import HadoopConf, resolve_conf_dir
 
 TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED"})
 ACTIVE_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
-APPLICATION_ID = re.compile(r"^application_\d+_\d+$")
+APPLICATION_ID = re.compile(r"application_\d+_\d+")  # use fullmatch: `$` would admit a trailing newline
 
 
-class ResourceManagerError(RuntimeError):
+def is_application_id(text: object) -> bool:
+    """The one check of a YARN application id, for every front end."""
+    return isinstance(text, str) and APPLICATION_ID.fullmatch(text) is not None
+
+
+class ResourceManagerError(ClusterError):
     """No ResourceManager answered, or it refused the call."""
 
 

@@ -1,8 +1,8 @@
-"""The Application Master's lifecycle (DESIGN §3.3), driving skein's Java AM.
+"""The Application Master's lifecycle, driving skein's Java AM.
 
 Per attempt: ask for one container per task, wait for the gang to register,
 publish the cluster spec, watch exits, heartbeats and timeouts, decide the
-outcome, stop what is left. Failed attempts are retried as a whole cluster up
+outcome (core/am/policy.py), stop what is left. Failed attempts are retried as a whole cluster up
 to `max_attempts`. At the end the YARN application is finished with the final
 status and the first failure's task, exit code and stderr tail.
 """
@@ -16,15 +16,15 @@ import os
 import signal
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import skein
 
 from tony_airflow.core import protocol
-from tony_airflow.core.am import server, tensorboard_proxy
-from tony_airflow.core.am.registry import Registry, TaskState
+from tony_airflow.core.am import policy, server, tensorboard_proxy
+from tony_airflow.core.am.policy import Outcome
+from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.history import events as ev
 from tony_airflow.core.history.events import EventLog
 from tony_airflow.core.history.model import JobHistory, TaskRun
@@ -40,13 +40,6 @@ TICK_S = 0.25
 # Once every task runs, YARN's view of the containers is only a backstop (executors report their own
 # exits): asking skein's AM for it 4 times a second took CPU from the training (bench.training_overhead).
 STEADY_POLL_S = 2.0
-
-
-@dataclass
-class Outcome:
-    ok: bool
-    reason: str = ""
-    task: TaskState | None = None  # the task that failed first, when one did
 
 
 class ApplicationMaster:
@@ -86,6 +79,9 @@ class ApplicationMaster:
         try:
             status, diagnostics = await self._run_attempts()
         except asyncio.CancelledError:
+            # Killed through YARN, or the node is going away: YARN's own final status is the truth,
+            # and `stopped_by` tells readers of the history to prefer it (history/model.py).
+            self.registry.abandon("the AM was stopped (SIGTERM) before this task reported")
             status, diagnostics = "KILLED", "tony-airflow: the AM was stopped (SIGTERM): the application was killed"
         except Exception as exc:  # the AM itself broke: say so in the YARN diagnostics
             log.exception("AM failed")
@@ -93,7 +89,8 @@ class ApplicationMaster:
             diagnostics = f"tony-airflow AM error: {exc!r}; {traceback.format_exc(limit=3)[-800:]}"
         finally:
             flusher.cancel()
-        self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics)
+        self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics,
+                          **({"stopped_by": "SIGTERM"} if status == "KILLED" else {}))
         await opened
         await asyncio.to_thread(self.history.close)
         return status, diagnostics
@@ -113,22 +110,15 @@ class ApplicationMaster:
             for attempt in range(1, self.job.max_attempts + 1):
                 outcome = await self.run_attempt(attempt)
                 if outcome.ok:
-                    return "SUCCEEDED", self._diagnostics("", failures)
+                    return "SUCCEEDED", policy.diagnostics(True, attempt, self.job.max_attempts, failures)
                 failures.append(f"attempt {attempt}/{self.job.max_attempts}: {outcome.reason}")
                 log.error("attempt %d failed: %s", attempt, outcome.reason)
                 if self._app_timed_out():
                     break
-            return "FAILED", self._diagnostics(failures[0].split(": ", 1)[1] if failures else "", failures)
+            return "FAILED", policy.diagnostics(False, self.registry.attempt, self.job.max_attempts, failures)
         finally:
             self._report_progress(force=True)
             await runner.cleanup()
-
-    def _diagnostics(self, first: str, failures: list[str]) -> str:
-        if not failures:
-            return f"tony-airflow: all tracked tasks succeeded (attempt {self.registry.attempt}/{self.job.max_attempts})"
-        if len(failures) == 1:
-            return f"tony-airflow: {failures[0]}"
-        return "tony-airflow: " + first + " | " + " | ".join(failures)
 
     def _publish_ui(self) -> None:
         url = f"http://{self.address}/"
@@ -141,11 +131,11 @@ class ApplicationMaster:
         except Exception as exc:
             log.warning("could not publish the status URL: %s", exc)
 
-    def _publish_tensorboard(self) -> bool:
+    def _publish_tensorboard(self) -> None:
         """Make TensorBoard one click from the tracking URL: a page of skein's web UI
         pointing at the AM's TensorBoard pass-through (see am/tensorboard_proxy.py)."""
         if "tensorboard" not in self.job.tasks:
-            return True
+            return
         url = f"http://{self.address}{tensorboard_proxy.PREFIX}"
         try:
             self.app.ui.add_page("tensorboard", url, link_name="TensorBoard")
@@ -153,7 +143,6 @@ class ApplicationMaster:
         except Exception as exc:
             log.warning("could not add TensorBoard to the web UI: %s", exc)
         log.info("TensorBoard served at %s, linked as pages/tensorboard/ of the tracking URL", url)
-        return True
 
     # --------------------------------------------------------------- attempts
     async def run_attempt(self, attempt: int) -> Outcome:
@@ -181,7 +170,9 @@ class ApplicationMaster:
         while outcome is None:
             if time.time() >= next_poll:
                 await self._poll_containers()
-                settled = all(x.done or x.started_at is not None for x in reg.tasks.values())
+                settled = all(x.done or x.started_at is not None for x in reg.tasks.values()) and not any(
+                    x.done and x.exit_code in policy.KILLED_BY_SIGNAL and not x.yarn_diagnostics
+                    for x in reg.tasks.values())  # YARN's reason for a kill is worth a quick look
                 next_poll = time.time() + (STEADY_POLL_S if settled else TICK_S)
             self._report_progress()
             outcome = self._decide(attempt_start)
@@ -221,42 +212,7 @@ class ApplicationMaster:
             log.warning("could not publish %s: %s", key, exc)
 
     def _decide(self, attempt_start: float) -> Outcome | None:
-        job, t = self.job, self.registry.tasks.values()
-        now = time.time()
-        # The first failure, in the order the tasks finished.
-        finished = sorted((x for x in t if x.finished_at is not None), key=lambda x: x.finished_at)
-        for task in finished:
-            if task.role == "tracked" and task.exit_code != 0:
-                return Outcome(False, _failure_line(task), task)
-        tracked = [x for x in t if x.role == "tracked"]
-        if tracked and all(x.done and x.exit_code == 0 for x in tracked):
-            return Outcome(True)
-        for task in finished:
-            if task.role == "untracked":
-                return Outcome(False, f"{task.id} exited early with code {task.exit_code} "
-                                      f"while tracked tasks were still running{_tail(task)}", task)
-        if self._app_timed_out():
-            return Outcome(False, f"application timeout: still running after {job.timeouts.application:.0f}s")
-        since = now - attempt_start
-        waiting = [x for x in t if x.allocated_at is None]
-        if job.timeouts.allocation and waiting and since > job.timeouts.allocation:
-            x = waiting[0]
-            spec = job.tasks[x.type]
-            return Outcome(False, f"allocation timeout: YARN did not allocate {len(waiting)} container(s) within "
-                                  f"{job.timeouts.allocation:.0f}s, e.g. {x.id} ({spec.memory_of(x.index)} MiB, "
-                                  f"{spec.vcores_of(x.index)} vcores, {spec.gpus} GPUs"
-                                  f"{', label ' + spec.node_label if spec.node_label else ''}); "
-                                  "the cluster lacks the free resources or the queue/label")
-        unregistered = [x for x in t if x.registered_at is None]
-        if job.timeouts.registration and unregistered and not waiting and since > job.timeouts.registration:
-            return Outcome(False, f"registration timeout: {', '.join(x.id for x in unregistered[:5])} did not "
-                                  f"register within {job.timeouts.registration:.0f}s")
-        if job.timeouts.heartbeat:
-            for x in t:
-                if not x.done and x.last_heartbeat is not None and now - x.last_heartbeat > job.timeouts.heartbeat:
-                    return Outcome(False, f"heartbeat timeout: {x.id} sent no heartbeat for "
-                                          f"{job.timeouts.heartbeat:.0f}s (hung or lost)", x)
-        return None
+        return policy.decide(self.job, self.registry.tasks.values(), attempt_start, self.started, time.time())
 
     def _app_timed_out(self) -> bool:
         limit = self.job.timeouts.application
@@ -276,6 +232,8 @@ class ApplicationMaster:
                 if c.yarn_container_id:
                     self.registry.container_allocated(key, c.yarn_container_id, node_http)
                 task = self.registry.tasks[key]
+                if task.done and c.exit_message and state != "SUCCEEDED":
+                    self.registry.container_message(key, c.exit_message)
                 if not task.done:
                     # give the executor's own exit report a moment to arrive
                     await asyncio.sleep(0.5)
@@ -332,16 +290,6 @@ class ApplicationMaster:
         tensorboard = f"http://{self.address}{tensorboard_proxy.PREFIX}" if "tensorboard" in self.job.tasks else None
         links = Links(log=log_url, tensorboard=tensorboard, events_json="events.jsonl")
         return render_job(job, links, live=job.running)
-
-
-def _tail(task: TaskState) -> str:
-    tail = " ".join(task.stderr_tail.strip().splitlines()[-5:])[-600:]
-    return f"; stderr: {tail}" if tail else ""
-
-
-def _failure_line(task: TaskState) -> str:
-    where = f" on {task.host}" if task.host else ""
-    return f"{task.id} exited with code {task.exit_code}{where} (container {task.yarn_container_id}){_tail(task)}"
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ class TaskState:
     port: int = 0
     exit_code: int | None = None
     stderr_tail: str = ""
+    yarn_diagnostics: str = ""   # YARN's word on how the container ended (e.g. memory limits)
     requested_at: float = field(default_factory=time.time)
     allocated_at: float | None = None
     registered_at: float | None = None
@@ -170,21 +171,34 @@ class Registry:
     def spec_published(self) -> bool:
         return self._spec is not None
 
-    async def wait_spec(self, attempt: int, timeout: float) -> tuple[str, dict[str, Any] | None]:
-        """('ready', spec), ('wait', None) after `timeout`, or ('stop', None) when the attempt is over."""
+    async def wait_spec(self, attempt: int, timeout: float,
+                        task: tuple[str, int] | None = None) -> tuple[str, dict[str, Any] | None]:
+        """('ready', spec), ('wait', None) after `timeout`, or ('stop', None) when the attempt is over.
+
+        A task waiting for its gang is alive: the wait counts as a heartbeat, so a gang
+        that forms slowly is governed by the allocation and registration timeouts.
+        """
         if attempt != self.attempt:
             return "stop", None
+        self._alive(task)
         spec_ready, over = self._spec_ready, self._attempt_over
         if not spec_ready.is_set() and not over.is_set():
             waiters = [asyncio.ensure_future(spec_ready.wait()), asyncio.ensure_future(over.wait())]
             done, pending = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             for fut in pending:
                 fut.cancel()
+        if attempt == self.attempt:
+            self._alive(task)
         if over.is_set() or attempt != self.attempt:
             return "stop", None
         if spec_ready.is_set():
             return "ready", self._spec
         return "wait", None
+
+    def _alive(self, key: tuple[str, int] | None) -> None:
+        task = self.tasks.get(key) if key is not None else None
+        if task is not None and task.registered_at is not None:
+            task.last_heartbeat = time.time()
 
     def heartbeat(self, type_: str, index: int, attempt: int, usage: dict[str, Any] | None = None) -> str:
         """'run' or 'stop' (the AM wants this task to end)."""
@@ -241,18 +255,35 @@ class Registry:
             task.status = ALLOCATED
             self._notify()
 
+    def container_message(self, key: tuple[str, int], message: str) -> None:
+        """YARN's diagnostics for a container that ended, kept beside the executor's own report."""
+        task = self.tasks[key]
+        text = " ".join((message or "").split())
+        if text and not task.yarn_diagnostics:
+            task.yarn_diagnostics = text
+            self._notify()
+
     def container_gone(self, key: tuple[str, int], message: str) -> None:
         """The container ended without the executor reporting an exit code."""
         task = self.tasks[key]
         if task.done:
             return
         task.exit_code = _exit_code_of(message)
-        task.stderr_tail = task.stderr_tail or message
+        task.yarn_diagnostics = task.yarn_diagnostics or " ".join(message.split())
         self._release_gpus(task)
         task.finished_at = time.time()
         task.status = STOPPED if task.stop_requested else FAILED
         self._finished_event(task, reason=message)
         self._notify()
+
+    def abandon(self, reason: str) -> None:
+        """The AM is ending without these tasks' reports: record them as stopped, not running."""
+        for task in self.tasks.values():
+            if not task.done:
+                task.stop_requested = True
+                task.finished_at = time.time()
+                task.status = STOPPED
+                self._finished_event(task, reason=reason)
 
     def request_stop(self) -> None:
         for task in self.tasks.values():

@@ -6,10 +6,12 @@ read-only dashboard reached through the YARN tracking URL.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import time
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, TypeVar
 
 from aiohttp import web
 
@@ -20,13 +22,41 @@ from tony_airflow.core.history.events import EventLog
 
 log = logging.getLogger("tony.am.server")
 LONG_POLL_S = 20.0
+REFUSED_SAMPLE = 20          # refusals kept for the status page
+REFUSED_LOG_EVERY_S = 60.0   # at most one summary line per minute under a flood
+M = TypeVar("M")
+
+
+@dataclass
+class RefusedRequests:
+    """Unsigned, forged, stale or replayed requests: counted, a bounded sample kept, logged
+    at most once a minute so that a flood cannot fill the AM's log or memory."""
+
+    count: int = 0
+    sample: collections.deque = field(default_factory=lambda: collections.deque(maxlen=REFUSED_SAMPLE))
+    _unlogged: int = 0
+    _logged_at: float = 0.0
+
+    def add(self, method: str, path: str, remote: str | None, reason: str) -> None:
+        self.count += 1
+        self.sample.append({"time": time.time(), "method": method, "path": path, "remote": remote, "reason": reason})
+        self._unlogged += 1
+        now = time.monotonic()
+        if self._logged_at == 0.0 or now - self._logged_at >= REFUSED_LOG_EVERY_S:
+            log.warning("refused %d request(s) in the last %s, e.g. %s %s from %s: %s (%d in all)",
+                        self._unlogged, "minute" if self._logged_at else "moment", method, path, remote, reason,
+                        self.count)
+            self._unlogged, self._logged_at = 0, now
+
+
+REFUSED = web.AppKey("refused", RefusedRequests)
 
 
 def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = None,
               history: EventLog | None = None) -> web.Application:
     """`page` renders the status page (the AM's live view of the job history)."""
     verifier = protocol.Verifier(secret)
-    refused: list[float] = []
+    refused = RefusedRequests()
 
     @web.middleware
     async def authenticate(request: web.Request, handler):
@@ -34,39 +64,47 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
             body = await request.read()
             reason = verifier.check(request.method, request.path_qs, request.headers, body)
             if reason is not None:
-                refused.append(time.time())
-                log.warning("refused %s %s from %s: %s", request.method, request.path, request.remote, reason)
+                refused.add(request.method, request.path, request.remote, reason)
                 return web.json_response({"error": reason}, status=401)
         return await handler(request)
 
+    async def message(request: web.Request, kind: type[M]) -> M:
+        try:
+            return protocol.parse_message(kind, await request.read())
+        except protocol.BadMessage as exc:
+            raise web.HTTPBadRequest(text=json.dumps({"error": f"{request.path}: {exc}"}),
+                                     content_type="application/json") from None
+
     async def register(request: web.Request) -> web.Response:
-        msg = await request.json()
-        reason = registry.register(msg["type"], int(msg["index"]), int(msg["attempt"]), msg["host"],
-                                   int(msg["port"]), msg.get("container_id", ""))
+        msg = await message(request, protocol.Register)
+        reason = registry.register(msg.type, msg.index, msg.attempt, msg.host, msg.port, msg.container_id)
         if reason is not None:
             return web.json_response({"error": reason}, status=409)
-        return web.json_response({"ok": True, "gpus": registry.gpus_of(msg["type"], int(msg["index"]))})
+        return web.json_response({"ok": True, "gpus": registry.gpus_of(msg.type, msg.index)})
 
     async def cluster_spec(request: web.Request) -> web.Response:
-        attempt = int(request.query.get("attempt", "0"))
-        wait = min(float(request.query.get("wait", LONG_POLL_S)), LONG_POLL_S)
-        state, spec = await registry.wait_spec(attempt, wait)
+        try:
+            attempt = int(request.query.get("attempt", "0"))
+            wait = max(0.0, min(float(request.query.get("wait", LONG_POLL_S)), LONG_POLL_S))
+            task = (request.query["type"], int(request.query["index"])) if "type" in request.query else None
+        except (KeyError, ValueError):
+            return web.json_response({"error": "attempt, wait and index must be numbers"}, status=400)
+        state, spec = await registry.wait_spec(attempt, wait, task)
         return web.json_response({"state": state, "spec": spec})
 
     async def heartbeat(request: web.Request) -> web.Response:
-        msg = await request.json()
-        action = registry.heartbeat(msg["type"], int(msg["index"]), int(msg["attempt"]), msg.get("usage"))
-        return web.json_response({"action": action})
+        msg = await message(request, protocol.Heartbeat)
+        return web.json_response({"action": registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage)})
 
     async def finished(request: web.Request) -> web.Response:
-        msg = await request.json()
-        registry.finished(msg["type"], int(msg["index"]), int(msg["attempt"]), int(msg["exit_code"]),
-                          msg.get("stderr_tail", ""), msg.get("usage"))
+        msg = await message(request, protocol.Finished)
+        registry.finished(msg.type, msg.index, msg.attempt, msg.exit_code, msg.stderr_tail, msg.usage)
         return web.json_response({"ok": True})
 
     async def status_json(request: web.Request) -> web.Response:
         status = registry.status()
-        status["refused_requests"] = len(refused)
+        status["refused_requests"] = refused.count
+        status["refused_sample"] = list(refused.sample)
         return web.json_response(status)
 
     async def status_page(request: web.Request) -> web.Response:
@@ -91,7 +129,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     app.router.add_get(protocol.STATUS_JSON, status_json)
     app.router.add_get("/", status_page)
     app.router.add_get("/events.jsonl", events)
-    app["refused"] = refused
+    app[REFUSED] = refused
     return app
 
 

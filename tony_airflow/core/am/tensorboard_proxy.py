@@ -5,7 +5,10 @@ body of a PUT and answers POST with 405, while TensorBoard's dashboards fetch
 their data with POST. The AM therefore serves TensorBoard itself under
 `/tensorboard/`: the HTML gets a small same-origin script (TensorBoard's CSP
 forbids inline ones) that sends each POST as a GET carrying the form body in
-one query parameter, and this pass-through turns it back into the POST.
+one query parameter (and its Content-Type in another), and this pass-through
+turns it back into the same POST: form posts (Time Series) stay forms, JSON
+posts (HParams) stay JSON. While TensorBoard is starting, the link answers a
+page that says so and reloads itself.
 """
 
 from __future__ import annotations
@@ -18,7 +21,21 @@ from aiohttp import web
 PREFIX = "/tensorboard/"
 SHIM = "__tony_post_as_get.js"
 BODY_PARAM = "__tony_post"
+TYPE_PARAM = "__tony_type"
+FORM = "application/x-www-form-urlencoded"
 _POST_AS_GET = """(function () {
+  function typeOf(body, given) {
+    if (given) return given;
+    if (body instanceof URLSearchParams || body instanceof FormData) return "%(form)s";
+    return typeof body === "string" ? "text/plain;charset=UTF-8" : "";
+  }
+  function headerOf(headers, name) {
+    if (!headers) return "";
+    if (typeof Headers !== "undefined" && headers instanceof Headers) return headers.get(name) || "";
+    var pairs = Array.isArray(headers) ? headers : Object.keys(headers).map(function (k) { return [k, headers[k]]; });
+    for (var i = 0; i < pairs.length; i++) if (String(pairs[i][0]).toLowerCase() === name) return pairs[i][1];
+    return "";
+  }
   function encode(body) {
     if (body == null) return "";
     if (typeof body === "string") return body;
@@ -30,8 +47,9 @@ _POST_AS_GET = """(function () {
     }
     return String(body);
   }
-  function asGet(url, body) {
-    return url + (url.indexOf("?") < 0 ? "?" : "&") + "%(param)s=" + encodeURIComponent(encode(body));
+  function asGet(url, body, type) {
+    return url + (url.indexOf("?") < 0 ? "?" : "&") + "%(param)s=" + encodeURIComponent(encode(body)) +
+      (type ? "&%(type)s=" + encodeURIComponent(type) : "");
   }
   var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send,
       setHeader = XMLHttpRequest.prototype.setRequestHeader;
@@ -46,7 +64,7 @@ _POST_AS_GET = """(function () {
   XMLHttpRequest.prototype.send = function (body) {
     var t = this.__tony;
     if (!t || t.method !== "POST") return send.apply(this, arguments);
-    open.apply(this, ["GET", asGet(t.url, body)].concat(t.rest));
+    open.apply(this, ["GET", asGet(t.url, body, typeOf(body, headerOf(t.headers, "content-type")))].concat(t.rest));
     for (var i = 0; i < t.headers.length; i++)
       if (t.headers[i][0].toLowerCase() !== "content-type") setHeader.apply(this, t.headers[i]);
     return send.call(this, null);
@@ -57,10 +75,12 @@ _POST_AS_GET = """(function () {
     var url = typeof input === "string" ? input : input.url;
     var rest = Object.assign({}, init, {method: "GET"});
     delete rest.body;
-    return fetch0.call(this, asGet(url, init.body), rest);
+    return fetch0.call(this, asGet(url, init.body, typeOf(init.body, headerOf(init.headers, "content-type"))), rest);
   };
 })();
-""" % {"param": BODY_PARAM}
+""" % {"param": BODY_PARAM, "type": TYPE_PARAM, "form": FORM}
+_STARTING = """<!doctype html><html><head><meta http-equiv="refresh" content="5"><title>TensorBoard is starting</title>
+</head><body><p>TensorBoard has not started yet; this page reloads itself in a few seconds.</p></body></html>"""
 _SCRIPT_TAG = f'<script src="{SHIM}"></script>'.encode()
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-encoding", "content-length",
                "upgrade", "proxy-authenticate", "proxy-authorization", "te", "trailers"}
@@ -75,22 +95,27 @@ def add_routes(app: web.Application, target: Callable[[], str | None]) -> None:
     async def forward(request: web.Request) -> web.StreamResponse:
         address = target()
         if address is None:
-            return web.Response(status=503, text="TensorBoard has not started yet; reload in a few seconds")
+            return _starting()
         url = f"http://{address}/{request.match_info['tail']}"
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP | {"host"}}
         params = dict(request.query)
         method, body = request.method, await request.read()
-        if BODY_PARAM in params:  # a POST the page sent as a GET
+        content_type = params.pop(TYPE_PARAM, "") or FORM
+        if BODY_PARAM in params:  # a POST the page sent as a GET: the same POST again, same Content-Type
             method, body = "POST", params.pop(BODY_PARAM).encode()
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-        async with aiohttp.ClientSession(auto_decompress=True) as session:
-            async with session.request(method, url, params=params, data=body,
-                                       headers=headers, allow_redirects=False) as upstream:
-                body = await upstream.read()
-                out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
-                if upstream.content_type == "text/html":
-                    body = _inject(body)
-                return web.Response(status=upstream.status, body=body, headers=out_headers)
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+            headers["Content-Type"] = content_type
+        try:
+            async with aiohttp.ClientSession(auto_decompress=True) as session:
+                async with session.request(method, url, params=params, data=body,
+                                           headers=headers, allow_redirects=False) as upstream:
+                    body = await upstream.read()
+                    out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
+                    if upstream.content_type == "text/html":
+                        body = _inject(body)
+                    return web.Response(status=upstream.status, body=body, headers=out_headers)
+        except aiohttp.ClientConnectorError:  # registered, but not listening yet
+            return _starting()
 
     async def redirect(request: web.Request) -> web.Response:
         raise web.HTTPFound("tensorboard/")
@@ -98,6 +123,10 @@ def add_routes(app: web.Application, target: Callable[[], str | None]) -> None:
     app.router.add_get(PREFIX + SHIM, shim)
     app.router.add_route("*", PREFIX + "{tail:.*}", forward)
     app.router.add_get(PREFIX.rstrip("/"), redirect)
+
+
+def _starting() -> web.Response:
+    return web.Response(status=503, text=_STARTING, content_type="text/html", headers={"Retry-After": "5"})
 
 
 def _inject(html: bytes) -> bytes:

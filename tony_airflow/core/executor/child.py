@@ -1,12 +1,13 @@
 """Running the user's command in its own process group, with its stderr tail kept.
 
-stdout goes straight to the container's log; stderr is copied there line by
-line and its last lines are kept for the AM's failure diagnostics.
+stdout goes straight to the container's log; stderr is copied there chunk by
+chunk and its last lines are kept for the AM's failure diagnostics. Nothing is
+buffered without bound: a 50 MB line with no newline costs one 64 KiB chunk
+and a tail of TAIL_CHARS characters.
 """
 
 from __future__ import annotations
 
-import collections
 import ctypes
 import os
 import signal
@@ -14,8 +15,11 @@ import subprocess
 import sys
 import threading
 import time
+from typing import BinaryIO
 
 _PR_SET_PDEATHSIG = 1
+CHUNK_BYTES = 64 * 1024
+TAIL_CHARS = 8000  # what the AM keeps (4000) with room for multi-byte characters
 
 
 def _die_with_parent() -> None:
@@ -27,21 +31,35 @@ def _die_with_parent() -> None:
 
 
 class UserProcess:
-    def __init__(self, command: str, env: dict[str, str], cwd: str | None = None, tail_lines: int = 40):
+    def __init__(self, command: str, env: dict[str, str], cwd: str | None = None, tail_lines: int = 40,
+                 stderr_sink: BinaryIO | None = None):
         self.proc = subprocess.Popen(
             ["bash", "-c", command], env=env, cwd=cwd, stdout=None, stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_die_with_parent,
         )
-        self.tail: collections.deque[str] = collections.deque(maxlen=tail_lines)
+        self.tail_lines = tail_lines
+        self._tail = bytearray()
+        self.max_buffered = 0  # the most this process held of the stderr stream at once (tests bound it)
+        self._sink = stderr_sink if stderr_sink is not None else sys.stderr.buffer
         self._pump = threading.Thread(target=self._copy_stderr, name="stderr", daemon=True)
         self._pump.start()
 
     def _copy_stderr(self) -> None:
         assert self.proc.stderr is not None
-        for raw in iter(self.proc.stderr.readline, b""):
-            sys.stderr.buffer.write(raw)
-            sys.stderr.flush()
-            self.tail.append(raw.decode(errors="replace").rstrip("\n"))
+        fd = self.proc.stderr.fileno()
+        while True:
+            chunk = os.read(fd, CHUNK_BYTES)
+            if not chunk:
+                break
+            try:
+                self._sink.write(chunk)
+                self._sink.flush()
+            except (OSError, ValueError):  # the container log went away: keep the tail all the same
+                pass
+            self._tail += chunk
+            self.max_buffered = max(self.max_buffered, len(self._tail))
+            if len(self._tail) > 2 * TAIL_CHARS:
+                del self._tail[:-TAIL_CHARS]
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -76,4 +94,6 @@ class UserProcess:
             pass
 
     def stderr_tail(self) -> str:
-        return "\n".join(self.tail)
+        """The last lines of stderr, at most TAIL_CHARS characters."""
+        text = bytes(self._tail[-TAIL_CHARS:]).decode(errors="replace").rstrip("\n")
+        return "\n".join(text.splitlines()[-self.tail_lines:])[-TAIL_CHARS:]

@@ -26,6 +26,13 @@ from tony_airflow.core.spec import JobSpec
 
 log = logging.getLogger("tony.executor")
 STOPPED_BY_AM = 143
+AM_LOST_EXIT = 75            # the AM stopped answering: this task gave up (EX_TEMPFAIL)
+AM_LOST_DEFAULT_S = 60.0     # when the job has no heartbeat timeout
+MAX_CALL_TIMEOUT_S = 10.0    # one heartbeat may not take longer than this
+
+
+class RefusedByAM(RuntimeError):
+    """The AM answered, and said no (HTTP 4xx): its reason, in one line."""
 
 
 class RegistryClient:
@@ -42,11 +49,14 @@ class RegistryClient:
         self.timeout = timeout
         self._local = threading.local()
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             host, port = self.address.rsplit(":", 1)
-            conn = self._local.conn = http.client.HTTPConnection(host, int(port), timeout=self.timeout)
+            conn = self._local.conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
         return conn
 
     def _drop_connection(self) -> None:
@@ -55,13 +65,14 @@ class RegistryClient:
             conn.close()
             self._local.conn = None
 
-    def call(self, method: str, path: str, payload: dict | None = None, retries: int = 5) -> dict:
+    def call(self, method: str, path: str, payload: dict | None = None, retries: int = 5,
+             timeout: float | None = None) -> dict:
         body = json.dumps(payload).encode() if payload is not None else b""
         for attempt in range(retries):
             headers = protocol.sign(self.secret, method, path, body)
             headers["Content-Type"] = "application/json"
             try:
-                conn = self._connection()
+                conn = self._connection(timeout or self.timeout)
                 conn.request(method, path, body=body, headers=headers)
                 resp = conn.getresponse()
                 status, text = resp.status, resp.read().decode(errors="replace")
@@ -72,12 +83,23 @@ class RegistryClient:
                 time.sleep(0.5 * attempt)
                 continue
             if status >= 400:
-                raise RuntimeError(f"{method} {path}: HTTP {status}: {text[:200]}")
+                try:
+                    reason = json.loads(text).get("error") or text
+                except (ValueError, AttributeError):
+                    reason = text
+                raise RefusedByAM(f"{method} {path.split('?')[0]}: HTTP {status}: {' '.join(str(reason).split())[:300]}")
             return json.loads(text)
         raise RuntimeError("unreachable")
 
 
 class Executor:
+    """One task: register, wait for the gang, run the command, heartbeat, report.
+
+    Heartbeats start at registration, so a task waiting for a slow gang is alive
+    to the AM. When the AM stops answering for the job's heartbeat timeout, the
+    task stops its command and exits with AM_LOST_EXIT: nothing outlives a lost AM.
+    """
+
     def __init__(self, job: JobSpec, me: TaskIdentity, registry: RegistryClient, host: str, local: bool = False):
         self.local = local  # client mode: runs in the submitting process, files are where they are
         self.job = job
@@ -87,21 +109,40 @@ class Executor:
         self.child: UserProcess | None = None
         self.usage: UsageSampler | None = None
         self.stop_requested = threading.Event()
+        self.am_lost = threading.Event()
+        self.finished = threading.Event()
+        self.give_up_s = job.timeouts.heartbeat or AM_LOST_DEFAULT_S
+        self._last_answer = time.monotonic()
         self.ident = {"type": me.type, "index": me.index, "attempt": me.attempt}
 
     def run(self) -> int:
         reservation = PortReservation()
         log.info("%s:%d (attempt %d) reserved port %d", self.me.type, self.me.index, self.me.attempt,
                  reservation.port)
-        answer = self.registry.call("POST", protocol.REGISTER, {
-            **self.ident, "host": self.host, "port": reservation.port,
-            "container_id": os.environ.get("CONTAINER_ID", ""),
-        })
-        gpus = answer.get("gpus") or []
+        try:
+            answer = self.registry.call("POST", protocol.REGISTER, {
+                **self.ident, "host": self.host, "port": reservation.port,
+                "container_id": os.environ.get("CONTAINER_ID", ""),
+            })
+        except RefusedByAM as exc:
+            log.info("the AM does not want this task: %s", exc)
+            reservation.release()
+            return 0
+        self._answered()
+        heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+        heartbeats.start()
+        try:
+            return self._run_registered(reservation, answer.get("gpus") or [])
+        finally:
+            self.finished.set()
+
+    def _run_registered(self, reservation: PortReservation, gpus: list[int]) -> int:
         spec = self._wait_for_spec()
         if spec is None:
-            log.info("the AM ended this attempt before the cluster spec was complete")
             reservation.release()
+            if self.am_lost.is_set():
+                return AM_LOST_EXIT
+            log.info("the AM ended this attempt before the cluster spec was complete")
             return 0
         env = dict(os.environ)
         env.update(task_env(self.job, spec["hosts"], self.me))
@@ -116,17 +157,28 @@ class Executor:
         command = self.job.command_of(self.me.type)
         if self.me.type == "tensorboard":
             reservation.release()  # TensorBoard does not bind with SO_REUSEPORT
+        if self.stop_requested.is_set():
+            reservation.release()
+            return AM_LOST_EXIT if self.am_lost.is_set() else 0
         log.info("starting: %s", command)
         self.child = UserProcess(command, env, cwd=cwd)
         self.usage = UsageSampler(self.child.proc.pid, env.get("CUDA_VISIBLE_DEVICES")).start()
         reservation.release_when_bound(self.child.alive)
-        heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
-        heartbeats.start()
-        code = self.child.wait()
+        if self.stop_requested.is_set():  # a stop that came while the command started
+            self.child.stop(grace=max(self.job.stop_grace - 2, 1))
+        try:
+            code = self.child.wait()
+        except BaseException:  # client mode: the submitting process is stopping (Ctrl-C): the chief goes too
+            self.child.stop(grace=2.0)
+            raise
         self.usage.stop()
         self.child.kill_group()
         if mirror is not None:
             mirror.stop(final_push=push)
+        if self.am_lost.is_set():
+            log.error("stopped the user command (exit code %d): the AM has not answered for %.0fs",
+                      code, self.give_up_s)
+            return AM_LOST_EXIT
         if self.stop_requested.is_set():
             log.info("stopped at the AM's request (exit code %d)", code)
         else:
@@ -134,14 +186,46 @@ class Executor:
         self._report(code)
         return 0 if self.stop_requested.is_set() else code
 
+    def _answered(self) -> None:
+        self._last_answer = time.monotonic()
+
+    def _silent_for(self) -> float:
+        return time.monotonic() - self._last_answer
+
     def _wait_for_spec(self) -> dict | None:
-        while True:
-            path = f"{protocol.CLUSTER_SPEC}?attempt={self.me.attempt}&wait=20"
-            answer = self.registry.call("GET", path)
+        path = (f"{protocol.CLUSTER_SPEC}?attempt={self.me.attempt}&type={self.me.type}&index={self.me.index}"
+                "&wait=20")
+        while not self.stop_requested.is_set():
+            try:
+                answer = self.registry.call("GET", path, retries=2)
+            except (OSError, http.client.HTTPException) as exc:
+                if self._silent_for() > self.give_up_s:
+                    self._lose_am(exc)
+                    return None
+                time.sleep(min(self.job.heartbeat_interval, 1.0))
+                continue
+            self._answered()
             if answer["state"] == "ready":
                 return answer["spec"]
             if answer["state"] == "stop":
                 return None
+        return None
+
+    def _lose_am(self, exc: BaseException) -> None:
+        if not self.am_lost.is_set():
+            log.error("the AM at %s has not answered for %.0fs (last error: %s): stopping this task",
+                      self.registry.address, self._silent_for(), exc)
+            self.am_lost.set()
+            self.stop("the AM is gone")
+
+    def stop(self, reason: str) -> None:
+        """Stop this task from outside the AM's word (a lost AM, or client mode's watcher)."""
+        if self.stop_requested.is_set():
+            return
+        log.info("stopping: %s", reason)
+        self.stop_requested.set()
+        if self.child is not None:
+            threading.Thread(target=self.child.stop, args=(max(self.job.stop_grace - 2, 1),), daemon=True).start()
 
     def _stage(self, env: dict[str, str]) -> tuple[Mirror | None, bool]:
         """HDFS input copied in; HDFS output mirrored (pushed by the chief, pulled by readers)."""
@@ -175,27 +259,33 @@ class Executor:
         return env
 
     def _heartbeat_loop(self) -> None:
-        while self.child is not None and self.child.alive():
+        """From registration until the task is over: liveness for the AM, and the AM's word back."""
+        timeout = min(MAX_CALL_TIMEOUT_S, max(self.give_up_s / 3, 1.0))
+        while not self.finished.is_set():
             try:
                 usage = self.usage.report() if self.usage else None
                 action = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage},
-                                            retries=2)["action"]
-            except Exception as exc:  # the AM decides on missed heartbeats, not us
+                                            retries=2, timeout=timeout)["action"]
+                self._answered()
+            except Exception as exc:  # the AM decides on missed heartbeats; we decide on a silent AM
                 log.warning("heartbeat failed: %s", exc)
+                if self._silent_for() > self.give_up_s:
+                    self._lose_am(exc)
+                    return
                 action = "run"
             if action == "stop" and not self.stop_requested.is_set():
                 log.info("the AM asks this task to stop")
                 self.stop_requested.set()
-                self.child.stop(grace=max(self.job.stop_grace - 2, 1))
-                return
-            time.sleep(self.job.heartbeat_interval)
+                if self.child is not None:
+                    self.child.stop(grace=max(self.job.stop_grace - 2, 1))
+            self.finished.wait(self.job.heartbeat_interval)
 
     def _report(self, code: int) -> None:
         tail = self.child.stderr_tail() if self.child else ""
         try:
             usage = self.usage.report() if self.usage else None
             self.registry.call("POST", protocol.FINISHED, {**self.ident, "exit_code": code, "stderr_tail": tail,
-                                                           "usage": usage})
+                                                           "usage": usage}, timeout=MAX_CALL_TIMEOUT_S)
         except Exception as exc:
             log.warning("could not report the exit code to the AM: %s", exc)
 

@@ -86,6 +86,7 @@ class JobHistory:
     spec: dict[str, Any] | None = None
     complete: bool = True             # the AM closed the log
     incomplete_reason: str = ""
+    stopped_by: str = ""              # the AM closed the log because it was signalled: YARN has the last word
 
     @classmethod
     def from_events(cls, app_id: str, events: Iterable[dict[str, Any]], spec: dict[str, Any] | None = None,
@@ -117,6 +118,7 @@ class JobHistory:
             attempt.first_failure_exit = e.get("first_failure_exit")
         elif kind == ev.JOB_FINISHED:
             self.finished_at, self.status, self.diagnostics = at, e["status"], e.get("diagnostics", "")
+            self.stopped_by = e.get("stopped_by", "")
         elif kind.startswith("TASK_"):
             self._apply_task(kind, at, e)
 
@@ -172,15 +174,34 @@ class JobHistory:
         end = self.end if self.end is not None else (time.time() if now is None else now)
         return max(end - self.start, 0.0)
 
+    @property
+    def needs_yarn(self) -> bool:
+        """Whether YARN's report decides the status: an open log, or one closed by a signalled AM."""
+        return (not self.complete and self.running) or bool(self.stopped_by)
+
     def reconcile(self, rm_state: str, rm_final_status: str, rm_diagnostics: str = "") -> None:
-        """An open log whose application YARN says has ended: its AM died before closing it."""
-        if self.complete or not self.running or rm_state not in ("FINISHED", "FAILED", "KILLED"):
+        """YARN's word on an application whose AM could not say how it ended: an open log (the AM died
+        before closing it) or a log closed on SIGTERM (killed, or its node went away: YARN knows which).
+        Tasks the log left running are marked LOST."""
+        if not self.needs_yarn or rm_state not in ("FINISHED", "FAILED", "KILLED"):
             return
-        self.status = rm_final_status if rm_final_status in TERMINAL else rm_state
-        self.diagnostics = self.diagnostics or rm_diagnostics.strip()
-        self.finished_at = self.events[-1]["time"] if self.events else None
-        self.incomplete_reason = ("the AM ended without closing the event log; "
-                                  "the events below are what it wrote before")
+        final = rm_final_status if rm_final_status in TERMINAL else rm_state
+        if self.stopped_by and self.complete:
+            if final != self.status:
+                self.incomplete_reason = (f"the AM was stopped ({self.stopped_by}) and wrote {self.status}; "
+                                          f"YARN's final status is {final}")
+                self.diagnostics = rm_diagnostics.strip() or self.diagnostics
+            self.status = final
+        else:
+            self.status = final
+            self.diagnostics = self.diagnostics or rm_diagnostics.strip()
+            self.finished_at = self.events[-1]["time"] if self.events else None
+            self.incomplete_reason = ("the AM ended without closing the event log; "
+                                      "the events below are what it wrote before")
+        for attempt in self.attempts:
+            for run in attempt.tasks.values():
+                if run.finished_at is None:
+                    run.status, run.reason = "LOST", run.reason or "the AM ended before this task reported"
 
     def summary(self, now: float | None = None) -> dict[str, Any]:
         duration = self.duration_s(now)

@@ -12,11 +12,11 @@ log = logging.getLogger("tony.history")
 
 
 def load(store: HistoryStore, files: JobFiles, rm: Any = None, with_spec: bool = False) -> JobHistory:
-    """One job. An open log is reconciled with the ResourceManager (`rm`, optional):
-    if YARN says the application ended, its AM died before closing the log."""
+    """One job. A log whose AM could not say how the job ended (still open, or closed on SIGTERM)
+    is reconciled with the ResourceManager (`rm`, optional): YARN's final status wins."""
     spec = store.spec(files.app_id) if with_spec else None
     job = JobHistory.from_events(files.app_id, store.events(files), spec, complete=files.complete)
-    if not files.complete and rm is not None:
+    if job.needs_yarn and rm is not None:
         try:
             report = rm.application(files.app_id)
         except Exception as exc:  # the history is still worth showing without YARN's word
@@ -45,7 +45,7 @@ class JobCache:
             job = self._done.get(files.app_id) if files.complete else None
             if job is None:
                 job = load(self.store, files, self.rm)
-                if files.complete:
+                if files.complete and not job.stopped_by:  # a signalled AM's log waits for YARN's word
                     self._done[files.app_id] = job
             found.append(job)
         known = {j.app_id for j in found}

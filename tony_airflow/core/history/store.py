@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from tony_airflow.yarn.rest import APPLICATION_ID
+from tony_airflow.yarn.rest import is_application_id
 
 if TYPE_CHECKING:  # fsspec is a tenth of a second to import; the client needs only history_dir()
     from fsspec import AbstractFileSystem
@@ -76,13 +76,25 @@ class HistoryStore:
         """Create the job's directory, its spec and an empty in-progress log."""
         if not self.fs.exists(self.root):
             self.fs.makedirs(self.root, exist_ok=True)
-            try:  # a shared root, like /tmp: every user's AM writes its own directory into it
-                self.fs.chmod(self.root, 0o1777)
-            except (AttributeError, NotImplementedError, OSError):
-                pass
+            self._share_root()
         self.fs.makedirs(self.job_dir(app_id), exist_ok=True)
         self.fs.pipe_file(self.path(app_id, SPEC), spec_json.encode())
         self.fs.pipe_file(self.path(app_id, IN_PROGRESS), b"")
+
+    def _share_root(self) -> None:
+        """A shared root, like /tmp (1777): every user's AM writes its own directory into it.
+
+        WebHDFS reads `permission` as an octal string; fsspec's chmod sends the
+        integer in decimal (0o1777 -> "1023", i.e. d----w--wt), so call it directly.
+        """
+        try:
+            call = getattr(self.fs, "_call", None)
+            if call is not None:
+                call("SETPERMISSION", method="put", path=self.root, permission=format(0o1777, "o"))
+            else:
+                self.fs.chmod(self.root, 0o1777)
+        except (AttributeError, NotImplementedError, OSError) as exc:
+            log.warning("could not make %s shared (1777): %s", self.root, exc)
 
     def append(self, app_id: str, lines: list[str]) -> None:
         data = "".join(line + "\n" for line in lines).encode()
@@ -108,7 +120,7 @@ class HistoryStore:
         found = []
         for entry in self.fs.ls(self.root, detail=True):
             app_id = posixpath.basename(entry["name"].rstrip("/"))
-            if entry.get("type") != "directory" or not APPLICATION_ID.match(app_id):
+            if entry.get("type") != "directory" or not is_application_id(app_id):
                 continue
             files = self.find(app_id)
             if files is not None:

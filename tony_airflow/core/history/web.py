@@ -19,7 +19,7 @@ from tony_airflow.core.history.model import JobHistory, TaskRun
 from tony_airflow.core.history.render import Links, render_job, render_jobs
 from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.yarn import logs
-from tony_airflow.yarn.rest import APPLICATION_ID
+from tony_airflow.yarn.rest import is_application_id
 
 log = logging.getLogger("tony.history.web")
 
@@ -44,7 +44,7 @@ def build_app(store: HistoryStore, rm: Any = None, max_age_s: float | None = Non
 
     def app_id_of(request: web.Request) -> str:
         app_id = request.match_info["app_id"]
-        if not APPLICATION_ID.match(app_id):
+        if not is_application_id(app_id):
             raise web.HTTPBadRequest(text=f"application_id: {app_id!r} is malformed")
         return app_id
 

@@ -147,7 +147,8 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
         "dfs.datanode.http.address": a("dfs.datanode.http.address"),
         "dfs.datanode.ipc.address": a("dfs.datanode.ipc.address"),
         "dfs.replication": 1,
-        "dfs.permissions.enabled": False,
+        # As on a real cluster: permissions are checked (the superuser, the daemons' user, bypasses them).
+        "dfs.permissions.enabled": True,
         "dfs.webhdfs.enabled": True,
         "dfs.namenode.safemode.extension": 0,
         "dfs.heartbeat.interval": 1,
@@ -166,6 +167,10 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
         "yarn.scheduler.minimum-allocation-vcores": 1,
         "yarn.scheduler.maximum-allocation-vcores": settings.max_alloc_vcores,
         "yarn.nodemanager.vmem-check-enabled": False,
+        # Kill containers over their memory as real clusters do. With `memory.enforced` (the default)
+        # Hadoop 3.4's ContainersMonitorImpl leaves enforcement to cgroups, which this cluster has not.
+        "yarn.nodemanager.pmem-check-enabled": True,
+        "yarn.nodemanager.resource.memory.enforced": False,
         "yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage": 100,
         "yarn.nodemanager.disk-health-checker.min-free-space-per-disk-mb": 0,
         "yarn.nodemanager.local-dirs": str(state_dir / "nm-local"),

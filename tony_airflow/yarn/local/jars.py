@@ -12,7 +12,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from tony_airflow.errors import UsageError
+from tony_airflow.errors import ClusterError, UsageError
 
 POM = Path(__file__).with_name("pom.xml")
 _MAVEN_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
@@ -23,7 +23,7 @@ def hadoop_version() -> str:
     """The `hadoop.version` property of the pom."""
     node = ET.parse(POM).getroot().find("m:properties/m:hadoop.version", _MAVEN_NS)
     if node is None or not (node.text or "").strip():
-        raise RuntimeError(f"{POM} has no <hadoop.version> property")
+        raise ClusterError(f"{POM} has no <hadoop.version> property")
     return node.text.strip()
 
 
@@ -47,20 +47,18 @@ def ensure_jars(log=print) -> Path:
     staging = target.with_name("lib.partial")
     shutil.rmtree(staging, ignore_errors=True)
     log(f"Resolving Hadoop {hadoop_version()} jars from Maven Central into {target} ...")
-    proc = subprocess.run(
-        [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-         f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
-        capture_output=True, text=True,
-    )
+    try:
+        proc = subprocess.run(
+            [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+             f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+            capture_output=True, text=True,
+        )
+    except OSError as exc:
+        raise ClusterError(f"maven: could not run {mvn}: {exc}") from None
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-        raise RuntimeError("maven could not resolve the Hadoop jars: " + " | ".join(tail))
+        raise ClusterError("maven: could not resolve the Hadoop jars: " + " | ".join(tail))
     (staging / _COMPLETE_MARKER).write_text(hadoop_version() + "\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
-
-
-def closure_size_bytes(directory: Path | None = None) -> int:
-    directory = directory or jar_dir()
-    return sum(p.stat().st_size for p in directory.glob("*.jar"))

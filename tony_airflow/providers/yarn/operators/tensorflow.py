@@ -24,7 +24,7 @@ from tony_airflow.providers.yarn.links.yarn import (
     APPLICATION_ID_KEY, FINAL_STATUS_KEY, TENSORBOARD_URL_KEY, TRACKING_URL_KEY, TensorBoardLink,
     YarnApplicationLink,
 )
-from tony_airflow.submit import failure_line, progress_text, tensorboard_url
+from tony_airflow.core.presentation import failure_line, progress_text, tensorboard_url
 from tony_airflow.yarn.rest import ApplicationReport
 
 ACTIVE = frozenset({"NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"})
@@ -265,7 +265,15 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             self._client = None
 
     def _wants_tensorboard(self) -> bool:
-        return bool(self.tensorboard or (isinstance(self.conf, Mapping) and self.conf.get("tensorboard")))
+        """Whether the job has TensorBoard, by the same rule as submission (arguments over conf,
+        conf a mapping or a job file): a retry that reconnects links it too."""
+        if self.tensorboard:
+            return True
+        try:
+            conf = load_job_file(self.conf) if isinstance(self.conf, str) and self.conf.strip() else self.conf
+        except UsageError:
+            return False
+        return bool(isinstance(conf, Mapping) and conf.get("tensorboard"))
 
     def _publish(self, context: Any, app_id: str, tensorboard: bool) -> None:
         """XComs and links right after submission, so the UI links to the job while it runs."""

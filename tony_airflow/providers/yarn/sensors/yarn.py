@@ -15,8 +15,8 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf as airflow_con
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tony_airflow.providers.yarn.hooks.yarn import YarnHook
-from tony_airflow.submit import failure_line
-from tony_airflow.yarn.rest import ApplicationReport
+from tony_airflow.core.presentation import failure_line
+from tony_airflow.yarn.rest import ApplicationReport, is_application_id
 
 
 def _failure(app_id: str, final_status: str, diagnostics: str) -> AirflowFailException:
@@ -54,7 +54,7 @@ class YarnApplicationSensor(BaseSensorOperator):
         return self.application_id
 
     def poke(self, context: Any) -> PokeReturnValue | bool:
-        if not self.application_id or not str(self.application_id).startswith("application_"):
+        if not is_application_id(self.application_id):
             raise AirflowFailException(f"application_id: {self.application_id!r} is not a YARN application id; "
                                        "allowed: application_<clusterTimestamp>_<sequence>")
         report: ApplicationReport = self.hook.application_report(self.application_id)

@@ -1,0 +1,234 @@
+"""Issue #15 on the real local cluster: faults a user meets on a busy or unlucky day.
+
+Each test injects the fault for real (a full queue, a signal, a lost AM, a memory
+hog, a 50 MB line) and checks the outcome the user sees, and that nothing is left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from tony_airflow.core.client import TonyClient
+from tony_airflow.core.executor.task import AM_LOST_EXIT
+from tony_airflow.core.history.reader import load_by_id
+from tony_airflow.core.history.store import HistoryStore
+from tony_airflow.core.spec import build_job_spec
+from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.hdfs import webhdfs
+from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, wait_terminal, ytf_submit
+
+SMALL = ["-m", "384"]
+
+
+def _popen(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([str(BIN / args[0]), *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **kwargs)
+
+
+def _read_until(stream, marker: str, timeout: float = 120) -> list[str]:
+    lines, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            return lines
+    raise AssertionError(f"{marker!r} not seen: {lines}")
+
+
+def _app_id(lines: list[str]) -> str:
+    return next(w for line in lines for w in line.split() if w.startswith("application_"))
+
+
+def _wait_running(handle_or_rm, app_id: str, client: TonyClient, tasks: int, timeout: float = 120) -> None:
+    handle = client.handle(app_id)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        progress = handle.progress()
+        if progress and progress.running >= tasks:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{app_id}: {tasks} tasks never ran")
+
+
+# ------------------------------------------------------------------ 1: a gang that forms slowly
+def test_a_gang_that_forms_slower_than_the_heartbeat_timeout_succeeds(local_cluster, rm):
+    """Another application fills the queue for ~25 s, so one task of ours waits for it;
+    the heartbeat timeout is 10 s. The waiting tasks are alive: the job succeeds."""
+    blocker = build_job_spec({"cluster_requirement": "worker:2", "task_memory": "5120", "name": "queue-filler",
+                              "script": str(PAYLOADS / "sleep.py"), "command": "python3 ${DTF_TASK_SCRIPT}",
+                              "env": {"SLEEP_S": "25"}})
+    with TonyClient() as client:
+        filler = client.submit(blocker)
+        _wait_running(rm, filler.app_id, client, tasks=2)
+        job = build_job_spec({"cluster_requirement": "ps:1,worker:2", "task_memory": "2048",
+                              "script": str(PAYLOADS / "sleep.py"), "command": "python3 ${DTF_TASK_SCRIPT}",
+                              "env": {"SLEEP_S": "2"}, "timeouts": {"heartbeat": 10}, "name": "slow-gang"})
+        handle = client.submit(job)
+        report = handle.wait()
+        assert filler.wait().final_status == "SUCCEEDED"
+    assert report.final_status == "SUCCEEDED", report.diagnostics
+    events = load_by_id(HistoryStore.open(), handle.app_id).events
+    registered = sorted(e["time"] for e in events if e["event"] == "TASK_REGISTERED")
+    assert registered[-1] - registered[0] > 10, "the last task did not wait longer than the heartbeat timeout"
+
+
+# ------------------------------------------------------------------ 5, 6: signals
+def test_sigterm_during_submission_kills_what_was_submitted_and_exits_143(local_cluster, rm, tmp_path):
+    """Azkaban cancels right away: the SIGTERM lands while the job is being submitted."""
+    props = tmp_path / "train.job"
+    props.write_text(f"type=tensorflow\ncluster_requirement=worker:1\ntask_memory=384\n"
+                     f"task_command=python3 {PAYLOADS / 'sleep.py'}\nworker_env.SLEEP_S=300\n")
+    proc = _popen("tony-azkaban", env={**os.environ, "JOB_PROP_FILE": str(props)})
+    _read_until(proc.stdout, "Submitting")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, out + err
+    assert "Traceback" not in out + err
+    app_id = _app_id([out])
+    assert "SIGTERM: killing " + app_id in out
+    assert wait_terminal(rm, app_id, timeout=30).state == "KILLED"
+
+
+def test_ctrl_c_on_ytf_submit_kills_the_application(local_cluster, rm):
+    proc = _popen("ytf-submit", "-r", "worker:1", *SMALL, "--env", "SLEEP_S=300", "-s", str(PAYLOADS / "sleep.py"),
+                  "python3 ${DTF_TASK_SCRIPT}")
+    app_id = _app_id(_read_until(proc.stdout, "Submitted application"))
+    time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert f"SIGINT: killing {app_id}" in err and "Traceback" not in err
+    assert rm.application(app_id).state == "KILLED"
+
+
+def test_detach_leaves_the_application_running(local_cluster, rm):
+    proc, app_id = ytf_submit("--detach", "-r", "worker:1", *SMALL, "--env", "SLEEP_S=300",
+                              "-s", str(PAYLOADS / "sleep.py"), "python3 ${DTF_TASK_SCRIPT}")
+    try:
+        assert proc.returncode == 0 and app_id, proc.stderr
+        assert f"tony kill {app_id}" in proc.stdout
+        assert not rm.application(app_id).is_terminal
+    finally:
+        subprocess.run([str(BIN / "tony"), "kill", app_id], check=True, capture_output=True, timeout=60)
+    assert wait_terminal(rm, app_id, timeout=30).state == "KILLED"
+
+
+# ------------------------------------------------------------------ 7: client mode after a kill
+def test_the_local_chief_stops_when_its_job_is_killed(local_cluster, rm):
+    proc = _popen("ytf-submit", "--client", "-r", "worker:1", *SMALL, "--env", "SLEEP_S=300",
+                  "--heartbeat-timeout", "10", "-s", str(PAYLOADS / "sleep.py"), "python3 ${DTF_TASK_SCRIPT}")
+    app_id = _app_id(_read_until(proc.stdout, "Submitted application"))
+    me = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    while not any("sleep.py" in " ".join(c.cmdline()) for c in me.children(recursive=True)):
+        assert time.monotonic() < deadline, "the local chief never started"
+        time.sleep(0.5)
+    chief = [c for c in me.children(recursive=True)]
+    killed_at = time.monotonic()
+    subprocess.run([str(BIN / "tony"), "kill", app_id], check=True, capture_output=True, timeout=60)
+    out, err = proc.communicate(timeout=60)
+    took = time.monotonic() - killed_at
+    assert proc.returncode == 1, out + err
+    assert took < 30, f"the local chief outlived the kill by {took:.0f}s"
+    assert not [c for c in chief if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert rm.application(app_id).state == "KILLED"
+
+
+# ------------------------------------------------------------------ 14: the AM is gone
+def test_executors_stop_when_the_am_is_gone(local_cluster, rm):
+    """The AM's processes die while its NodeManager is frozen (it cannot clean up): every executor
+    stops its command and exits on its own after the heartbeat timeout; history then says FAILED."""
+    proc = _popen("ytf-submit", "-r", "ps:1,worker:2", *SMALL, "--env", "SLEEP_S=600", "--heartbeat-timeout", "10",
+                  "-s", str(PAYLOADS / "sleep.py"), "python3 ${DTF_TASK_SCRIPT}")
+    app_id = _app_id(_read_until(proc.stdout, "Submitted application"))
+    ours = "container_" + app_id.split("_", 1)[1] + "_"
+    with TonyClient() as client:
+        _wait_running(rm, app_id, client, tasks=3)
+    nodemanager = local_cluster.running()["nodemanager"]
+    os.kill(nodemanager, signal.SIGSTOP)
+    try:
+        procs = [p for p in local_cluster.container_processes() if p.container_id.startswith(ours)]
+        am = [p for p in procs if p.container_id.endswith("_000001")]
+        executors = [p for p in procs if "tony_airflow.core.executor" in p.cmdline]
+        assert am and len(executors) == 3, procs
+        for p in am:
+            os.kill(p.pid, signal.SIGKILL)
+        lost_at = time.monotonic()
+        alive = executors
+        while alive and time.monotonic() - lost_at < 60:
+            time.sleep(1)
+            alive = [p for p in alive if psutil.pid_exists(p.pid) and psutil.Process(p.pid).status() != "zombie"]
+        took = time.monotonic() - lost_at
+        users = [p for p in local_cluster.container_processes()
+                 if p.container_id.startswith(ours) and "sleep.py" in p.cmdline]
+    finally:
+        os.kill(nodemanager, signal.SIGCONT)
+    assert not alive, f"executors still running {took:.0f}s after the AM died: {alive}"
+    assert not users, f"user commands outlived their executors: {users}"
+    report = wait_terminal(rm, app_id, timeout=120)
+    proc.communicate(timeout=60)
+    assert report.final_status == "FAILED"
+    logs = aggregated_logs(rm, app_id)
+    assert "the AM at" in logs and "has not answered for" in logs
+    job = load_by_id(HistoryStore.open(), app_id, rm=rm)
+    assert job.status == "FAILED"
+    assert not [r for a in job.attempts for r in a.tasks.values() if r.status in ("RUNNING", "REGISTERED")]
+    assert AM_LOST_EXIT == 75
+
+
+# ------------------------------------------------------------------ 16: memory limits
+def test_a_task_over_its_memory_is_killed_by_yarn_with_yarns_reason(local_cluster, rm):
+    proc, app_id = ytf_submit("-r", "worker:1", "-m", "512", "--env", "HOG_MB=2048",
+                              "-s", str(PAYLOADS / "hog.py"), "python3 ${DTF_TASK_SCRIPT}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    diagnostics = rm.application(app_id).diagnostics
+    assert "worker:0 exited with code" in diagnostics
+    assert "512 MB physical memory used" in diagnostics, diagnostics
+    assert "512 MB physical memory used" in proc.stderr.strip().splitlines()[-1]
+
+
+# ------------------------------------------------------------------ 17: a 50 MB line
+def test_the_exit_code_survives_a_50_mb_line_without_newline(local_cluster, rm):
+    proc, app_id = ytf_submit("-r", "worker:1", "-m", "512", "--env", "STDERR_MB=50",
+                              "-s", str(PAYLOADS / "long_stderr.py"), "python3 ${DTF_TASK_SCRIPT}")
+    assert proc.returncode == 1
+    diagnostics = rm.application(app_id).diagnostics
+    assert "worker:0 exited with code 3" in diagnostics, diagnostics[:500]
+    assert "the end of a very long line" in diagnostics
+    assert len(diagnostics) < 10_000
+
+
+# ------------------------------------------------------------------ 18, 19: paths and permissions
+@pytest.mark.parametrize("option,path", [("-o", "hdfs://"), ("-i", "hdfs:///")])
+def test_a_root_path_is_refused_before_submission(local_cluster, rm, option, path):
+    before = len(rm.applications())
+    proc, app_id = ytf_submit("-r", "worker:1", option, path, "true")
+    assert proc.returncode == 2 and app_id is None
+    assert len(proc.stderr.strip().splitlines()) == 1 and "root of the filesystem" in proc.stderr
+    assert len(rm.applications()) == before
+
+
+def test_the_history_root_is_shared_like_tmp(local_cluster, rm):
+    root = f"/tmp/e2e-history-{os.getpid()}"
+    proc, app_id = ytf_submit("-r", "worker:1", *SMALL, "--history-dir", root, "true")
+    assert proc.returncode == 0, proc.stderr
+    assert webhdfs().info(root)["permission"] == "1777"
+    assert HadoopConf.load(local_cluster.conf_dir).get("dfs.permissions.enabled") == "true"
+
+
+# ------------------------------------------------------------------ 23: reports of the same moment
+def test_a_ps_ending_with_the_workers_does_not_fail_the_job(local_cluster, rm):
+    exit_at = time.time() + 30
+    proc, app_id = ytf_submit("-r", "ps:1,worker:2", *SMALL, "--env", f"EXIT_AT={exit_at}", "--env", "LATE_S=0.3",
+                              "-s", str(PAYLOADS / "together.py"), "python3 ${DTF_TASK_SCRIPT}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    logs = aggregated_logs(rm, app_id)
+    assert "ps:0 exits now" in logs and "worker:1 exits now" in logs

@@ -1,0 +1,139 @@
+"""The lifecycle policy: from the tasks' states and the time, the outcome of an attempt.
+
+Pure: no YARN, no HTTP, no clock of its own (`now` is given), so every outcome
+is table-tested in tests/unit and the AM only feeds it what it has seen.
+
+- Tracked types decide: any non-zero exit fails the attempt, all exits 0 succeed it.
+- Untracked types (ps) that end while tracked tasks still run fail it, but only
+  after `settle_seconds`: reports that arrive together (a ps and the workers
+  ending in the same second) are judged together, not in arrival order.
+- Sidecars (tensorboard) never decide.
+- A tracked task killed by a signal (exit 128+N) waits up to YARN_REASON_WAIT_S
+  for YARN's own reason (e.g. "running beyond physical memory limits").
+- Allocation, registration, heartbeat and application timeouts each fail it
+  with their own reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Protocol
+
+from tony_airflow.core.spec import JobSpec
+
+YARN_REASON_WAIT_S = 5.0
+KILLED_BY_SIGNAL = frozenset({-100, 137, 143})  # SIGKILL, SIGTERM, YARN's "aborted"
+
+
+class TaskView(Protocol):
+    """What the policy reads of a task (core.am.registry.TaskState)."""
+
+    type: str
+    index: int
+    role: str
+    host: str
+    exit_code: int | None
+    stderr_tail: str
+    yarn_container_id: str
+    yarn_diagnostics: str
+    stop_requested: bool
+    allocated_at: float | None
+    registered_at: float | None
+    finished_at: float | None
+    last_heartbeat: float | None
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def done(self) -> bool: ...
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    reason: str = ""
+    task: TaskView | None = None  # the task that failed first, when one did
+
+
+def settle_seconds(job: JobSpec) -> float:
+    """How long an early untracked exit waits for the tracked tasks' reports of the same moment."""
+    return max(1.0, 2 * job.heartbeat_interval)
+
+
+def decide(job: JobSpec, tasks: Iterable[TaskView], attempt_start: float, app_start: float,
+           now: float) -> Outcome | None:
+    """The attempt's outcome, or None while it is still undecided."""
+    t = list(tasks)
+    finished = sorted((x for x in t if x.finished_at is not None), key=lambda x: x.finished_at or 0.0)
+    for task in finished:
+        if task.role == "tracked" and task.exit_code != 0:
+            if _awaits_yarn_reason(task, now):
+                return None
+            return Outcome(False, failure_line(task), task)
+    tracked = [x for x in t if x.role == "tracked"]
+    if tracked and all(x.done and x.exit_code == 0 for x in tracked):
+        return Outcome(True)
+    for task in finished:
+        if task.role == "untracked" and now - (task.finished_at or now) >= settle_seconds(job):
+            return Outcome(False, f"{task.id} exited early with code {task.exit_code} "
+                                  f"while tracked tasks were still running{_tail(task)}", task)
+    timeouts = job.timeouts
+    if timeouts.application and now - app_start > timeouts.application:
+        return Outcome(False, f"application timeout: still running after {timeouts.application:.0f}s")
+    since = now - attempt_start
+    waiting = [x for x in t if x.allocated_at is None]
+    if timeouts.allocation and waiting and since > timeouts.allocation:
+        x = waiting[0]
+        spec = job.tasks[x.type]
+        return Outcome(False, f"allocation timeout: YARN did not allocate {len(waiting)} container(s) within "
+                              f"{timeouts.allocation:.0f}s, e.g. {x.id} ({spec.memory_of(x.index)} MiB, "
+                              f"{spec.vcores_of(x.index)} vcores, {spec.gpus} GPUs"
+                              f"{', label ' + spec.node_label if spec.node_label else ''}); "
+                              "the cluster lacks the free resources or the queue/label")
+    unregistered = [x for x in t if x.registered_at is None]
+    if timeouts.registration and unregistered and not waiting and since > timeouts.registration:
+        return Outcome(False, f"registration timeout: {', '.join(x.id for x in unregistered[:5])} did not "
+                              f"register within {timeouts.registration:.0f}s")
+    if timeouts.heartbeat:
+        for x in t:
+            if not x.done and x.last_heartbeat is not None and now - x.last_heartbeat > timeouts.heartbeat:
+                return Outcome(False, f"heartbeat timeout: {x.id} sent no heartbeat for "
+                                      f"{timeouts.heartbeat:.0f}s (hung or lost)", x)
+    return None
+
+
+def _awaits_yarn_reason(task: TaskView, now: float) -> bool:
+    """A task killed by a signal it was not asked to take: YARN may say why (memory limits)."""
+    return (task.exit_code in KILLED_BY_SIGNAL and not task.stop_requested and not task.yarn_diagnostics
+            and now - (task.finished_at or now) < YARN_REASON_WAIT_S)
+
+
+def _tail(task: TaskView) -> str:
+    tail = " ".join(task.stderr_tail.strip().splitlines()[-5:])[-600:]
+    return f"; stderr: {tail}" if tail else ""
+
+
+def failure_line(task: TaskView) -> str:
+    where = f" on {task.host}" if task.host else ""
+    yarn = f"; YARN: {' '.join(task.yarn_diagnostics.split())[:600]}" if task.yarn_diagnostics else ""
+    return f"{task.id} exited with code {task.exit_code}{where} (container {task.yarn_container_id}){yarn}{_tail(task)}"
+
+
+def diagnostics(ok: bool, attempt: int, max_attempts: int, failures: list[str]) -> str:
+    """The YARN diagnostics of the whole job: what happened, first; earlier attempts after it.
+
+    `failures` holds one "attempt N/M: reason" line per failed attempt.
+    """
+    if ok:
+        text = f"tony-airflow: SUCCEEDED on attempt {attempt}/{max_attempts}: all tracked tasks exited 0"
+        if failures:
+            earlier = "; ".join(f"attempt {f.split('/', 1)[0].split()[-1]} failed: {f.split(': ', 1)[1]}"
+                                for f in failures)
+            text += f" (after {earlier})"
+        return text
+    if not failures:
+        return "tony-airflow: FAILED"
+    if len(failures) == 1:
+        return f"tony-airflow: FAILED: {failures[0]}"
+    return f"tony-airflow: FAILED: {failures[0].split(': ', 1)[1]} | " + " | ".join(failures)

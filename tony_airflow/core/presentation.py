@@ -1,0 +1,71 @@
+"""How a job is told to a person: the failure line, the progress line, the URLs.
+
+Every front end (the command line, the Airflow operator and sensor, Azkaban and
+Oozie) says these the same way, so they live in the core, not in one front end.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tony_airflow.core.client import Progress
+from tony_airflow.yarn.rest import ApplicationReport
+
+
+def tensorboard_url(tracking_url: str) -> str:
+    """TensorBoard is a page of the AM's web UI, behind the ResourceManager's proxy."""
+    return tracking_url.rstrip("/") + "/pages/tensorboard/"
+
+
+def failure_line(app_id: str, final_status: str, diagnostics: str) -> str:
+    """The one line every front end ends a failed job with: id, final status, YARN's diagnostics."""
+    return f"{app_id} {final_status}: {(diagnostics or '').strip()}"
+
+
+def progress_text(app_id: str, report: ApplicationReport, progress: Progress | None) -> str:
+    """One line of where a job is: state, attempt, and the phase of the gang start."""
+    text = f"{app_id} {report.state}"
+    if report.is_terminal:
+        text += f" {report.final_status}"
+    elif progress is not None and progress.total:
+        phase = ("finished" if progress.finished == progress.total else
+                 "running" if progress.spec_published else
+                 f"registered {progress.registered}/{progress.total}" if progress.allocated == progress.total
+                 else f"allocated {progress.allocated}/{progress.total}")
+        text += f" · attempt {progress.attempt}/{progress.max_attempts} · {phase}"
+    return text
+
+
+class ProgressPrinter:
+    """One live line on a terminal; plain lines, on changes only, otherwise."""
+
+    def __init__(self, app_id: str, stream=sys.stderr, tensorboard: bool = False, out=None):
+        self.app_id = app_id
+        self.tensorboard = tensorboard
+        self.stream = stream
+        self.out = out  # where the URLs go (default stdout; Oozie keeps stdout for its key=value lines)
+        self.live = stream.isatty()
+        self._last = ""
+        self._tracking_shown = False
+
+    def __call__(self, report: ApplicationReport, progress: Progress | None) -> None:
+        if report.tracking_url and not self._tracking_shown:
+            self._tracking_shown = True
+            if self.live and self._last:
+                self.stream.write("\r\033[K")
+                self._last = ""
+            print(f"Tracking URL: {report.tracking_url}", file=self.out or sys.stdout, flush=True)
+            if self.tensorboard:
+                print(f"TensorBoard: {tensorboard_url(report.tracking_url)}", file=self.out or sys.stdout, flush=True)
+        text = progress_text(self.app_id, report, progress)
+        if text == self._last:
+            return
+        self._last = text
+        self._emit(text, final=report.is_terminal)
+
+    def _emit(self, text: str, final: bool) -> None:
+        if self.live:
+            self.stream.write("\r\033[K" + text + ("\n" if final else ""))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()

@@ -1,0 +1,128 @@
+"""Submit, wait, and stop with the caller: what `ytf-submit`, Azkaban's and Oozie's processes do for one job.
+
+The process that submitted a job owns it: when it is asked to stop (Ctrl-C,
+Azkaban's SIGTERM then SIGKILL after 30 s, Oozie's launcher being killed), the
+YARN application goes first, and the process exits only once YARN says it is
+gone (130 after SIGINT, 143 after SIGTERM). A signal that arrives while the job
+is being submitted (a JVM start and an RPC: about a second) is held until the
+application id is known, then acted on: nothing submitted is left running.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Callable, TextIO
+
+from tony_airflow.core.client import JobHandle, TonyClient
+from tony_airflow.core.presentation import ProgressPrinter, failure_line, tensorboard_url
+from tony_airflow.core.spec import JobSpec
+
+KILL_WAIT_S = 25.0  # inside Azkaban's 30 s between SIGTERM and SIGKILL
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+EXIT_BY_SIGNAL = {signal.SIGTERM.name: 143, signal.SIGINT.name: 130}
+
+
+class Terminated(BaseException):
+    """The caller asked this process to stop.
+
+    A BaseException, like KeyboardInterrupt: the signal can land inside any call
+    of the wait loop, and the `except Exception` there (an AM not up yet, an RM
+    that does not answer) must not swallow it.
+    """
+
+
+@dataclass
+class Outcome:
+    application_id: str
+    final_status: str
+    tracking_url: str = ""
+    tensorboard_url: str = ""
+    diagnostics: str = ""
+    terminated_by: str = ""  # the signal's name when the caller stopped us
+
+    @property
+    def terminated(self) -> bool:
+        return bool(self.terminated_by)
+
+    def outputs(self) -> dict[str, str]:
+        """The four values downstream steps read (Azkaban output properties, Oozie action data)."""
+        return {"application_id": self.application_id, "tracking_url": self.tracking_url,
+                "tensorboard_url": self.tensorboard_url, "final_status": self.final_status}
+
+    @property
+    def exit_code(self) -> int:
+        if self.terminated:
+            return EXIT_BY_SIGNAL.get(self.terminated_by, 143)
+        return 0 if self.final_status == "SUCCEEDED" else 1
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signal.Signals(signum).name)
+
+
+class _HeldSignal:
+    """While submitting: remember a stop signal instead of raising it inside skein's RPC."""
+
+    def __init__(self) -> None:
+        self.name = ""
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.name = self.name or signal.Signals(signum).name
+
+
+def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: TextIO = sys.stderr,
+                      on_outcome: Callable[[Outcome], None] | None = None, out: TextIO | None = None,
+                      client_factory: Callable[[], TonyClient] = TonyClient,
+                      while_running: Callable[[JobHandle], None] | None = None) -> Outcome:
+    """Submit `job`, report progress to `log` (URLs to `out`, default `log`), and return how it ended
+    (also when terminated). `while_running` runs after submission inside the stoppable region
+    (client mode runs its chief there)."""
+    held = _HeldSignal()
+    previous = {s: signal.signal(s, held) for s in STOP_SIGNALS}
+    try:
+        with client_factory() as client:
+            print(f"Submitting {job.name!r} ({sum(t.instances for t in job.tasks.values())} tasks) to YARN",
+                  file=log, flush=True)
+            handle = client.submit(job)
+            outcome = Outcome(handle.app_id, "UNDEFINED")
+            try:
+                for s in STOP_SIGNALS:
+                    signal.signal(s, _raise_terminated)
+                on_submitted(handle.app_id)
+                if held.name:
+                    raise Terminated(held.name)
+                if while_running is not None:
+                    while_running(handle)
+                report = handle.wait(on_change=ProgressPrinter(handle.app_id, stream=log, out=out or log,
+                                                               tensorboard=job.tensorboard))
+            except Terminated as why:
+                for s in STOP_SIGNALS:
+                    signal.signal(s, signal.SIG_IGN)
+                print(f"{why}: killing {handle.app_id}", file=log, flush=True)
+                report = _kill_and_wait(handle)
+                outcome.terminated_by = str(why)
+            outcome.final_status = report.final_status if report.is_terminal else "KILLED"
+            outcome.diagnostics = report.diagnostics.strip()
+            outcome.tracking_url = report.tracking_url
+            outcome.tensorboard_url = tensorboard_url(report.tracking_url) if job.tensorboard else ""
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if on_outcome is not None:
+        on_outcome(outcome)
+    if outcome.final_status != "SUCCEEDED":
+        print(failure_line(outcome.application_id, outcome.final_status, outcome.diagnostics), file=log, flush=True)
+    return outcome
+
+
+def _kill_and_wait(handle: JobHandle):
+    try:
+        handle.kill()
+    except Exception as exc:  # already ended, or the RM is away: say so, then look once more
+        print(f"could not kill {handle.app_id}: {exc}", file=sys.stderr, flush=True)
+    try:
+        return handle.wait(poll=0.5, timeout=KILL_WAIT_S)
+    except TimeoutError:
+        return handle.last_report or handle.status()
