@@ -83,7 +83,7 @@ def write(reports: list[Report], out: Path, argv: list[str]) -> Path:
     images.mkdir(parents=True, exist_ok=True)
     parts = ["# Benchmarks", "",
              f"Written by `make bench` (`{' '.join(['.venv/bin/python -m bench', *argv])}`) on "
-             f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC.", "",
+             f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC.", "",
              *[f"- {line}" for line in machine()], "",
              "Figures are medians on a shared, noisy machine; they are reported, never asserted in tests.", "",
              CHANGES]

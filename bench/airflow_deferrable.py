@@ -47,7 +47,7 @@ class CountingProxy:
         self._ready = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def start(self) -> "CountingProxy":
+    def start(self) -> CountingProxy:
         threading.Thread(target=self._serve, daemon=True).start()
         self._ready.wait(30)
         return self

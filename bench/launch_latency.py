@@ -80,7 +80,7 @@ def run_cli(rm: ResourceManagerClient) -> tuple[float, float]:
     return _gang_start(stamps, t0), _finished(rm, app_id, t0)
 
 
-def run_api(client: TonyClient, rm: ResourceManagerClient, sampler: "RssSampler | None" = None) -> tuple[float, float]:
+def run_api(client: TonyClient, rm: ResourceManagerClient, sampler: RssSampler | None = None) -> tuple[float, float]:
     stamps = tempfile.mkdtemp(prefix="latency-api-")
     job = build_job_spec({"cluster_requirement": "ps:1,worker:2", "task_memory": str(MEMORY_MB),
                           "name": "bench-latency-api", "command": _command(stamps)})

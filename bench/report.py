@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -15,7 +16,7 @@ class Report:
     rows: list[list[Any]]
     notes: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
-    plot: Callable[["Report", list], None] | None = None
+    plot: Callable[[Report, list], None] | None = None
     panels: int = 2
 
     def table(self) -> str:

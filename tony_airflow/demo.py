@@ -17,7 +17,7 @@ DAG_FILE = Path(__file__).resolve().parents[1] / "dags_examples" / "tony_pipelin
 
 def point_yarn_default_at_the_local_cluster() -> None:
     """`yarn_default` names the local cluster, as a user's would name theirs (unless already set)."""
-    from tony_airflow.providers.yarn.local_run import local_yarn_connection
+    from tony_airflow.cli.dag_test import local_yarn_connection
     from tony_airflow.yarn.local import LocalCluster
 
     cluster = LocalCluster.default()
@@ -26,10 +26,10 @@ def point_yarn_default_at_the_local_cluster() -> None:
 
 
 def main() -> int:
-    from tony_airflow.providers.yarn import local_run
+    from tony_airflow.cli import dag_test
 
     point_yarn_default_at_the_local_cluster()
-    summary = local_run.run(DAG_FILE)
+    summary = dag_test.run(DAG_FILE)
     report = summary["xcoms"].get("report", {}).get("return_value") or {}
     print(f"\n{summary['dag_id']}: {summary['state']}  (tasks: "
           + ", ".join(f"{t} {s}" for t, s in summary["tasks"].items()) + ")")

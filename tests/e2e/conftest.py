@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tony_airflow import cli
+from tony_airflow.cli import tony as cli
 from tony_airflow.yarn.local import LocalCluster
 from tony_airflow.yarn.local.processes import terminate
 from tony_airflow.yarn.rest import ACTIVE_STATES, ResourceManagerClient

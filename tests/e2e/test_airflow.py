@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tony_airflow.providers.yarn.local_run import SUMMARY_MARK, local_yarn_connection
 from tests.e2e.helpers import PAYLOADS, wait_terminal
+from tony_airflow.cli.dag_test import SUMMARY_MARK, local_yarn_connection
 
 ROOT = Path(__file__).resolve().parents[2]
-TEST_DAGS = Path(__file__).resolve().parent / "airflow_dags" / "test_dags.py"
+TEST_DAGS = Path(__file__).resolve().parent / "airflow_dags" / "e2e_dags.py"
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def airflow_env(local_cluster, tmp_path_factory) -> dict[str, str]:
 
 
 def _command(dag_file: Path, dag_id: str) -> list[str]:
-    return [sys.executable, "-m", "tony_airflow.providers.yarn.local_run", str(dag_file), dag_id]
+    return [sys.executable, "-m", "tony_airflow.cli.dag_test", str(dag_file), dag_id]
 
 
 def run_dag(env: dict[str, str], dag_file: Path, dag_id: str, timeout: float = 600) -> tuple[dict, str]:

@@ -6,12 +6,11 @@ import json
 import time
 
 import httpx
-import pytest
 
+from tests.e2e.helpers import PAYLOADS, aggregated_logs, wait_terminal, ytf_submit
 from tony_airflow.core import protocol
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.spec import build_job_spec
-from tests.e2e.helpers import PAYLOADS, aggregated_logs, wait_terminal, ytf_submit
 
 SMALL = ["-m", "384"]
 
@@ -104,9 +103,32 @@ def test_more_than_a_container_can_have_is_refused_before_submission(local_clust
     assert len(rm.applications()) == before
 
 
-def test_more_than_the_cluster_can_give_fails_within_the_allocation_timeout(local_cluster, rm):
-    proc, app_id = ytf_submit("-r", "worker:6", "-m", "8 GiB", "--allocation-timeout", "15",
-                              "echo never")
+def test_more_than_the_whole_cluster_is_refused_before_submission(local_cluster, rm):
+    before = len(rm.applications())
+    proc, app_id = ytf_submit("-r", "worker:6", "-m", "8 GiB", "echo never")
+    assert proc.returncode == 2 and app_id is None
+    assert proc.stderr.strip().splitlines() == [
+        "error: cluster_requirement: the job asks 48.5 GiB and 7 vcores at once in the default partition; "
+        "the cluster has 16.0 GiB and 16 vcores there"]
+    assert len(rm.applications()) == before
+
+
+def test_more_than_the_cluster_has_free_fails_within_the_allocation_timeout(local_cluster, rm):
+    """Another application holds half the cluster: a job that fits the cluster, but not what is free."""
+    blocker = build_job_spec({"cluster_requirement": "worker:1", "task_memory": "8 GiB", "name": "holds-half",
+                              "script": str(PAYLOADS / "sleep.py"), "command": "python3 ${DTF_TASK_SCRIPT}",
+                              "env": {"SLEEP_S": "300"}})
+    with TonyClient() as client:
+        holder = client.submit(blocker)
+        try:
+            deadline = time.monotonic() + 120
+            while not ((p := holder.progress()) and p.running == 1):
+                assert time.monotonic() < deadline, "the blocker never ran"
+                time.sleep(0.5)
+            proc, app_id = ytf_submit("-r", "worker:1", "-m", "8 GiB", "--allocation-timeout", "15", "echo never")
+        finally:
+            holder.kill()
+            holder.wait(timeout=60)
     assert proc.returncode == 1
     diagnostics = rm.application(app_id).diagnostics
     assert "allocation timeout" in diagnostics and "8192 MiB" in diagnostics

@@ -14,6 +14,7 @@ import time
 import psutil
 import pytest
 
+from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, wait_terminal, ytf_submit
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.executor.task import AM_LOST_EXIT
 from tony_airflow.core.history.reader import load_by_id
@@ -21,7 +22,6 @@ from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.core.spec import build_job_spec
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import webhdfs
-from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, wait_terminal, ytf_submit
 
 SMALL = ["-m", "384"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tony_airflow.core.history.store import EVENTS, IN_PROGRESS, HistoryStore
 from tests.e2e.browser import ARTIFACTS, chromium
 from tests.e2e.helpers import BIN, PAYLOADS, wait_terminal, ytf_submit
+from tony_airflow.core.history.store import EVENTS, IN_PROGRESS, HistoryStore
 
 HISTORY = "/tmp/e2e/tony-history"
 

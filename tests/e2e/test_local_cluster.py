@@ -6,11 +6,11 @@ import os
 
 import skein
 
+from tests.e2e.helpers import aggregated_logs, wait_terminal
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.local import LocalCluster
 from tony_airflow.yarn.local.cluster import DAEMONS
 from tony_airflow.yarn.rest import ResourceManagerClient
-from tests.e2e.helpers import aggregated_logs, wait_terminal
 
 
 def test_four_daemons_are_separate_java_processes(local_cluster: LocalCluster):

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tony_airflow.yarn.hdfs import webhdfs
 from tests.e2e.browser import ARTIFACTS, DEEP_TEXT, chromium
+from tony_airflow.yarn.hdfs import webhdfs
 
 pytest.importorskip("tensorflow")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tony_airflow.yarn.hdfs import webhdfs
 from tests.e2e.helpers import ytf_submit
+from tony_airflow.yarn.hdfs import webhdfs
 
 pytest.importorskip("tensorflow")
 

@@ -1,4 +1,4 @@
-"""Payload: checks the task environment of DESIGN §3.1 and exits 1 on any inconsistency."""
+"""Payload: checks the task environment of docs/ARCHITECTURE.md ("The task environment") and exits 1 on any inconsistency."""
 
 import json
 import os

@@ -30,7 +30,7 @@ class FakeResourceManager:
     requests: list[tuple[str, str]] = field(default_factory=list)
     fail_with: int | None = None  # answer every request with this HTTP status
 
-    def start(self) -> "FakeResourceManager":
+    def start(self) -> FakeResourceManager:
         rm = self
 
         class Handler(BaseHTTPRequestHandler):

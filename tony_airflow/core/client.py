@@ -19,9 +19,10 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Union
 
 import skein
 
@@ -31,35 +32,11 @@ from tony_airflow.core.placement import initial_tasks, service_names
 from tony_airflow.core.protocol import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
-from tony_airflow.yarn.hadoop_conf import HadoopConf
-from tony_airflow.yarn.local.java import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home, java_major_version
+from tony_airflow.yarn.discovery import ClusterConfig, discover
+from tony_airflow.yarn.jvm import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home, java_major_version
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 APP_TAG = "tony-airflow"
-VENV_DIR = "venv"  # where a packed Python environment is unpacked in each task container
-
-
-def hadoop_environment() -> dict[str, str]:
-    """What to add to this process's environment to reach the cluster: nothing when
-    HADOOP_CONF_DIR is set (a real cluster), else the default local cluster's settings."""
-    if os.environ.get("HADOOP_CONF_DIR"):
-        return {}
-    from tony_airflow.yarn.local import LocalCluster
-
-    local = LocalCluster.default()
-    if not local.exists():
-        raise UsageError("HADOOP_CONF_DIR: not set and no local cluster exists; "
-                         "set it to your cluster's configuration or run `tony cluster up`")
-    return local.env()
-
-
-def cluster_environment(conf_dir: str | None = None) -> dict[str, str]:
-    """The variables skein's driver needs for one cluster, without touching os.environ:
-    an explicit `conf_dir`, else HADOOP_CONF_DIR, else the default local cluster."""
-    if conf_dir:
-        return {"HADOOP_CONF_DIR": str(conf_dir)}
-    extra = hadoop_environment()
-    return extra or {"HADOOP_CONF_DIR": os.environ["HADOOP_CONF_DIR"]}
 
 
 _ENVIRON_LOCK = threading.Lock()
@@ -110,12 +87,12 @@ def build_application(job: JobSpec, staging: Path, secret: str,
     if job.script:
         files[Path(job.script).name] = skein.File(str(Path(job.script).absolute()), type="file")
     if job.src_dir:
-        archive = shutil.make_archive(str(staging / "src"), "zip", root_dir=job.src_dir)
-        files["src"] = skein.File(archive, type="archive")
-    env = {"PYTHONUNBUFFERED": "1", "TONY_PYTHON": job.python, **job.env}
+        archive = shutil.make_archive(str(staging / protocol.SRC_DIR), "zip", root_dir=job.src_dir)
+        files[protocol.SRC_DIR] = skein.File(archive, type="archive")
+    env = {"PYTHONUNBUFFERED": "1", protocol.ENV_PYTHON: job.python, **job.env}
     task_files = dict(files)
     if job.python_venv:
-        task_files[VENV_DIR] = skein.File(_source(job.python_venv), type="archive")
+        task_files[protocol.VENV_DIR] = skein.File(_source(job.python_venv), type="archive")
     task_env = {**env, **docker_env(job, hadoop_conf_dir)}
     master_env = {"JAVA_TOOL_OPTIONS": " ".join(LIGHT_JVM_FLAGS), **env,  # for skein's Java AM
                   SUBMITTED_AT_ENV: f"{time.time():.3f}"}
@@ -180,7 +157,7 @@ class Progress:
     spec_published: bool = False
 
     @classmethod
-    def from_json(cls, raw: str | bytes) -> "Progress | None":
+    def from_json(cls, raw: str | bytes) -> Progress | None:
         """The AM's progress record; fields a newer AM adds are ignored, a broken record is None."""
         try:
             data = json.loads(raw)
@@ -279,7 +256,7 @@ class JobHandle:
             address = url.split("//", 1)[1].rstrip("/")
             for type_ in job.local_types():
                 me = TaskIdentity(type=type_, index=0, attempt=progress.attempt, app_id=self.app_id)
-                host = os.environ.get("TONY_CLIENT_HOST") or socket.gethostname()
+                host = os.environ.get(protocol.ENV_CLIENT_HOST) or socket.gethostname()
                 executor = Executor(job, me, RegistryClient(address, self._secret), host, local=True)
                 with self._stop_when_ended(executor):
                     code = executor.run()
@@ -343,13 +320,14 @@ class TonyClient:
         """`rm` overrides the ResourceManager addresses of the configuration (Airflow's
         connection may name them); `principal`/`keytab` log skein's driver in with Kerberos.
         The process environment is left as it is: the cluster is this client's own setting."""
-        self.environment = cluster_environment(conf_dir)
-        self.conf = HadoopConf.load(self.environment["HADOOP_CONF_DIR"])
+        self.cluster: ClusterConfig = discover(conf_dir)
+        self.environment = self.cluster.environment
+        self.conf = self.cluster.hadoop
         self.rm = rm or ResourceManagerClient.from_conf(self.conf)
         self._kerberos = {"principal": principal, "keytab": keytab} if principal else {}
         self._skein: skein.Client | None = None
 
-    def __enter__(self) -> "TonyClient":
+    def __enter__(self) -> TonyClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -417,8 +395,10 @@ class TonyClient:
                                      f"{', '.join(sorted(known)) or '(this cluster has no node labels)'}")
 
     # ---------------------------------------------------------------- submit
-    def submit(self, job: JobSpec) -> JobHandle:
-        self.validate(job)
+    def submit(self, job: JobSpec, validated: bool = False) -> JobHandle:
+        """Submit `job` (checked against the cluster first, unless the caller just did)."""
+        if not validated:
+            self.validate(job)
         secret = protocol.new_secret()
         with tempfile.TemporaryDirectory(prefix="tony-submit-") as staging:
             spec = build_application(job, Path(staging), secret, self.environment["HADOOP_CONF_DIR"])

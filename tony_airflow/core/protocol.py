@@ -16,6 +16,7 @@ import secrets
 import time
 from collections import OrderedDict
 from dataclasses import MISSING, dataclass, fields
+from enum import StrEnum
 from typing import Any, TypeVar
 
 REGISTER = "/v1/register"
@@ -39,6 +40,41 @@ PROGRESS_KEY = "tony.progress"
 STATUS_URL_KEY = "tony.status_url"
 TENSORBOARD_URL_KEY = "tony.tensorboard_url"
 SUBMITTED_AT_ENV = "TONY_SUBMITTED_AT"  # the AM's environment: when the client built the submission
+
+# An executor's launch environment: which task it runs and where the AM is (a retry's
+# container is told by the AM; attempt 1's finds out, core/executor/boot.py).
+ENV_TASK_TYPE = "TONY_TASK_TYPE"
+ENV_TASK_INDEX = "TONY_TASK_INDEX"
+ENV_ATTEMPT = "TONY_ATTEMPT"
+ENV_AM_ADDRESS = "TONY_AM_ADDRESS"
+ENV_APPLICATION_ID = "TONY_APPLICATION_ID"
+ENV_PYTHON = "TONY_PYTHON"            # the Python that runs the task command (a packed env's, if shipped)
+ENV_CLIENT_HOST = "TONY_CLIENT_HOST"  # client mode: the address the local chief advertises
+
+# A task container's working directory: what is shipped or staged where.
+VENV_DIR = "venv"           # a packed Python environment, unpacked
+SRC_DIR = "src"             # the job's src_dir, unpacked; the command runs inside it
+INPUT_DIR = "tony-input"    # an hdfs:// input, copied in
+OUTPUT_DIR = "tony-output"  # an hdfs:// output, mirrored
+
+
+def launch_env(type_: str, index: int, attempt: int, am_address: str, app_id: str) -> dict[str, str]:
+    """The variables that tell an executor its task and the registry's address."""
+    return {ENV_TASK_TYPE: type_, ENV_TASK_INDEX: str(index), ENV_ATTEMPT: str(attempt),
+            ENV_AM_ADDRESS: am_address, ENV_APPLICATION_ID: app_id}
+
+
+class TaskStatus(StrEnum):
+    """A task's state in the AM and in the history, in the order a task passes through them."""
+
+    REQUESTED = "REQUESTED"
+    ALLOCATED = "ALLOCATED"
+    REGISTERED = "REGISTERED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    STOPPED = "STOPPED"
+    LOST = "LOST"  # the history only: the AM ended before the task reported
 
 
 def new_secret() -> str:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TextIO
+from typing import TextIO
 
 from tony_airflow.core.client import JobHandle, TonyClient
 from tony_airflow.core.presentation import ProgressPrinter, failure_line, tensorboard_url
@@ -83,9 +84,10 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
     previous = {s: signal.signal(s, held) for s in STOP_SIGNALS}
     try:
         with client_factory() as client:
+            client.validate(job)  # bad input is refused in one line, before anything is said or submitted
             print(f"Submitting {job.name!r} ({sum(t.instances for t in job.tasks.values())} tasks) to YARN",
                   file=log, flush=True)
-            handle = client.submit(job)
+            handle = client.submit(job, validated=True)
             outcome = Outcome(handle.app_id, "UNDEFINED")
             try:
                 for s in STOP_SIGNALS:

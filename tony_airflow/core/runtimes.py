@@ -1,4 +1,4 @@
-"""The task environment (DESIGN §3.1), per framework.
+"""The task environment (docs/ARCHITECTURE.md, "The task environment"), per framework.
 
 Given the published cluster (every task's host:port) and one task's identity,
 produce the variables its command sees, so that programs written for seed 001
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from tony_airflow.core.protocol import ENV_APPLICATION_ID, ENV_ATTEMPT
 from tony_airflow.core.spec import JobSpec
 
 
@@ -43,8 +44,8 @@ def base_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) -> dic
         "TASK_NUM": str(sum(len(a) for a in cluster.values())),
         "IS_CHIEF": str(_chief(cluster) == (me.type, me.index)).lower(),
         "CLUSTER_SPEC": json.dumps(cluster, sort_keys=True),
-        "TONY_APPLICATION_ID": me.app_id,
-        "TONY_ATTEMPT": str(me.attempt),
+        ENV_APPLICATION_ID: me.app_id,
+        ENV_ATTEMPT: str(me.attempt),
         "TONY_MAX_ATTEMPTS": str(job.max_attempts),
         "TONY_TASK_ADDRESS": own,
         "TONY_TASK_PORT": own.rsplit(":", 1)[1],
@@ -83,10 +84,11 @@ def pytorch_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) -> 
     }
 
 
-FRAMEWORKS = {"tensorflow": tensorflow_env, "pytorch": pytorch_env, "generic": lambda *a: {}}
+# one per name in core.spec.FRAMEWORKS (tests/unit check it)
+RUNTIMES = {"tensorflow": tensorflow_env, "pytorch": pytorch_env, "generic": lambda *a: {}}
 
 
 def task_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) -> dict[str, str]:
     env = base_env(job, hosts, me)
-    env.update(FRAMEWORKS[job.framework](job, hosts, me))
+    env.update(RUNTIMES[job.framework](job, hosts, me))
     return env

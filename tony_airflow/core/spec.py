@@ -12,9 +12,10 @@ import os
 import re
 import tarfile
 import zipfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -113,7 +114,8 @@ class ResourceForms:
     per_task: dict[tuple[str, int], Any] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, values: Iterable[str] | str | int | None, field_name: str, parse_value) -> "ResourceForms":
+    def parse(cls, values: Any, field_name: str, parse_value: Callable[[str, str], Any]) -> ResourceForms:
+        """`values`: one form or a list of them, from an option (str) or a job file (also numbers)."""
         forms = cls()
         if values is None:
             return forms
@@ -226,9 +228,6 @@ class JobSpec:
     history_dir: str = ""  # where the AM writes the event log; "" = $TONY_HISTORY_DIR or /tmp/tony-history
 
     # ------------------------------------------------------------ views
-    def types_with_role(self, role: str) -> list[str]:
-        return [t.name for t in self.tasks.values() if t.role == role]
-
     def cluster_types(self) -> list[str]:
         """Types that form the distributed cluster (sidecars are not in it)."""
         return [t.name for t in self.tasks.values() if t.role != "sidecar"]
@@ -252,7 +251,7 @@ class JobSpec:
         return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "JobSpec":
+    def from_json(cls, text: str) -> JobSpec:
         data = json.loads(text)
         tasks = {}
         for name, t in data.pop("tasks").items():
@@ -263,7 +262,7 @@ class JobSpec:
         return cls(tasks=tasks, timeouts=timeouts, **data)
 
     # -------------------------------------------------------- validation
-    def validate(self, max_allocation: tuple[int, int] | None = None, check_paths: bool = True) -> "JobSpec":
+    def validate(self, max_allocation: tuple[int, int] | None = None, check_paths: bool = True) -> JobSpec:
         """Refuse what cannot run, before anything is submitted."""
         if not self.tasks:
             raise UsageError("cluster_requirement: no task types; allowed: e.g. 'ps:1,worker:2'")
@@ -437,7 +436,7 @@ class _JobFileLoader(yaml.SafeLoader):
     """YAML without aliases: a job file has no use for them, and an alias bomb expands
     into gigabytes once the values are read (billion laughs)."""
 
-    def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+    def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
             raise UsageError(f"conf: YAML aliases (*name) are not allowed in a job file (line {mark.line + 1})")

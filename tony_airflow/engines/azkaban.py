@@ -17,13 +17,14 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import javaproperties
 
-from tony_airflow.core.spec import build_job_spec, parse_env_pairs
 from tony_airflow.core.runner import Outcome, run_to_completion
+from tony_airflow.core.spec import build_job_spec, parse_env_pairs
 from tony_airflow.errors import UsageError
 
 # seed-001 / job-file fields accepted as they are; the seed's `command` is `task_command` here, because
@@ -88,10 +89,10 @@ def job_options(props: Mapping[str, str]) -> dict[str, Any]:
         m = TONY_TASK.match(key)
         if not m or key in TONY_APPLICATION_KEYS or key.startswith(NOT_TASKS):
             continue
-        field = TONY_TASK_FIELDS.get(m["field"])
-        if field is None:
+        known = TONY_TASK_FIELDS.get(m["field"])
+        if known is None:
             raise UsageError(f"{key}: unknown task field {m['field']!r}; allowed: {', '.join(TONY_TASK_FIELDS)}")
-        tasks.setdefault(m["type"], {})[field] = value
+        tasks.setdefault(m["type"], {})[known] = value
     if tasks:
         if "cluster_requirement" in opts:
             raise UsageError("cluster_requirement: give either cluster_requirement or tony.<type>.instances, not both")
@@ -163,24 +164,3 @@ def run(env: Mapping[str, str]) -> int:
     outcome = run_to_completion(job, on_submitted=submitted, log=sys.stdout,
                                 on_outcome=lambda o: write_output_props(env.get("JOB_OUTPUT_PROP_FILE"), o))
     return outcome.exit_code
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    from tony_airflow.cli import run as run_cli
-
-    def parse_and_run(_args: Any) -> int:
-        return run(os.environ)
-
-    def factory():
-        from tony_airflow.cli import OneLineParser
-
-        p = OneLineParser(prog="tony-azkaban", description="Azkaban jobtype entry point: runs the job whose "
-                                                           "properties are in $JOB_PROP_FILE on YARN.")
-        p.set_defaults(func=parse_and_run)
-        return p
-
-    sys.exit(run_cli(argv, factory))
-
-
-if __name__ == "__main__":
-    main()

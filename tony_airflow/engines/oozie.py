@@ -1,7 +1,7 @@
-"""Oozie: the shell action's entry point, and `tony oozie workflow`, which writes that action.
+"""Oozie: what the shell action's entry point does, and the workflow that runs it.
 
-The entry point is what an Oozie shell action runs on its launcher node
-(`python3 -m tony_airflow.engines.oozie <ytf-submit options>`). Oozie captures
+The entry point (cli/oozie.py) is what an Oozie shell action runs on its launcher
+node (`python3 -m tony_airflow.cli.oozie <ytf-submit options>`). Oozie captures
 its stdout as the action's data (`<capture-output/>`, at most 2 KB), so stdout
 carries only `application_id`, `tracking_url`, `tensorboard_url` and
 `final_status` as key=value lines; everything else goes to stderr. Oozie does
@@ -16,19 +16,17 @@ workflow:1.0 with shell-action:1.0) or only the action element.
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import jinja2
 
-from tony_airflow.core.runner import Outcome, run_to_completion
+from tony_airflow.core.runner import Outcome
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.hadoop_conf import read_site
 
-ENTRY_MODULE = "tony_airflow.engines.oozie"
+ENTRY_MODULE = "tony_airflow.cli.oozie"  # what the generated shell action runs
 SCHEMAS = {"0.5": "0.3", "1.0": "1.0"}  # workflow schema -> the shell-action schema it is paired with
 CAPTURE_LIMIT = 2048  # oozie.action.max.output.data, Oozie's default
 ENV_LINK = "tonyenv"  # where a packed launcher environment is unpacked in the launcher's directory
@@ -49,64 +47,18 @@ def oozie_tags(env: Mapping[str, str]) -> list[str]:
 
 
 def capture_lines(outcome: Outcome) -> str:
-    text = "".join(f"{key}={value}\n" for key, value in outcome.outputs().items())
-    assert len(text.encode()) < CAPTURE_LIMIT, "the captured output must stay under Oozie's limit"
-    return text
-
-
-def run_action(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from tony_airflow.submit import job_from_args
-
-    job = job_from_args(args)
-    job.tags = list(job.tags) + oozie_tags(env)
-
-    def submitted(app_id: str) -> None:
-        print(f"Submitted application {app_id}", file=sys.stderr, flush=True)
-
-    outcome = run_to_completion(job, on_submitted=submitted, log=sys.stderr)
-    sys.stdout.write(capture_lines(outcome))
-    sys.stdout.flush()
-    return outcome.exit_code
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    from tony_airflow.cli import OneLineParser, run
-    from tony_airflow.submit import add_job_options
-
-    def factory() -> OneLineParser:
-        p = OneLineParser(prog="tony-oozie", description="Oozie shell action entry point: submit, wait, and "
-                                                         "print key=value lines for <capture-output/>.")
-        add_job_options(p)
-        p.set_defaults(func=lambda a: run_action(a, os.environ))
-        return p
-
-    sys.exit(run(argv, factory))
+    """key=value lines for <capture-output/>, each value cut so that the whole stays under Oozie's limit."""
+    each = CAPTURE_LIMIT // len(outcome.outputs()) - 40
+    return "".join(f"{key}={str(value)[:each]}\n" for key, value in outcome.outputs().items())
 
 
 # -------------------------------------------------------------------- generator
-def add_generator_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("workflow")
-    g.add_argument("--schema", choices=tuple(SCHEMAS), default="1.0",
-                   help="workflow schema: 1.0 (Oozie 5, shell-action:1.0) or 0.5 (shell-action:0.3)")
-    g.add_argument("--action-only", action="store_true", help="print only the <action> to paste into a workflow")
-    g.add_argument("--workflow-name", default="tony-train", help="the workflow-app name")
-    g.add_argument("--action-name", default="train", help="the action name (default: train)")
-    g.add_argument("--ok", default="end", help="the node after success (default: end)")
-    g.add_argument("--error", default="fail", help="the node after failure (default: fail)")
-    g.add_argument("--launcher-python", default="python3", help="the Python on the launcher node (default python3)")
-    g.add_argument("--launcher-env", help="a packed environment (venv-pack .tar.gz on HDFS) with tony-airflow, "
-                                          "shipped as an <archive> and used instead of the node's Python")
-    g.add_argument("--file", dest="files", action="append", default=[], metavar="URI",
-                   help="a file shipped into the launcher's directory (<file>), e.g. the training script")
-    g.add_argument("--launcher-memory", type=int, default=1024, metavar="MB", help="launcher memory (default 1024)")
-
-
 def _templates() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.PackageLoader("tony_airflow.engines", "oozie_templates"),
                               autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
-def render(gen: argparse.Namespace, job_argv: Sequence[str]) -> str:
+def render(gen: Any, job_argv: Sequence[str]) -> str:
     """The action (or the whole workflow) that runs `job_argv` through the entry point."""
     if gen.launcher_env and not gen.launcher_env.endswith((".tar.gz", ".tgz", ".zip")):
         raise UsageError(f"launcher-env: {gen.launcher_env} is not an archive; allowed: a venv-pack .tar.gz")
@@ -129,28 +81,3 @@ def render(gen: argparse.Namespace, job_argv: Sequence[str]) -> str:
     return env.get_template("workflow.xml.j2").render(action=action.rstrip("\n"), **values)
 
 
-def workflow_command(argv: Sequence[str]) -> int:
-    """`tony oozie workflow [workflow options] [ytf-submit options] COMMAND`."""
-    from tony_airflow.cli import OneLineParser
-    from tony_airflow.submit import add_job_options, job_from_args
-
-    gen_parser = OneLineParser(prog="tony oozie workflow", add_help=False)
-    add_generator_options(gen_parser)
-    gen, job_argv = gen_parser.parse_known_args(argv)
-    job_parser = OneLineParser(prog="tony oozie workflow")
-    add_job_options(job_parser)
-    add_generator_options(job_parser)
-    if "-h" in job_argv or "--help" in job_argv:
-        job_parser.print_help()
-        return 0
-    # validate as the launcher will, except for paths: they name files in the launcher's directory
-    job_from_args(job_parser.parse_args(job_argv), check_paths=False)
-    if any("${" in a for a in job_argv):
-        print("note: ${...} in arguments is Oozie EL, evaluated by Oozie; write shell variables as $NAME",
-              file=sys.stderr)
-    sys.stdout.write(render(gen, job_argv))
-    return 0
-
-
-if __name__ == "__main__":
-    main()

@@ -6,7 +6,6 @@ is only the default when it is unset.
 
 from __future__ import annotations
 
-import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +44,7 @@ class HadoopConf:
     props: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, conf_dir: str | Path) -> "HadoopConf":
+    def load(cls, conf_dir: str | Path) -> HadoopConf:
         conf_dir = Path(conf_dir)
         props: dict[str, str] = {}
         for name in SITE_FILES:
@@ -71,17 +70,3 @@ class HadoopConf:
         """`http://host:port` of the NameNode's HTTP server (WebHDFS)."""
         addr = self.props.get("dfs.namenode.http-address", "0.0.0.0:9870")
         return f"http://{addr}"
-
-    def default_fs(self) -> str:
-        return self.props.get("fs.defaultFS", "file:///")
-
-
-def resolve_conf_dir() -> Path | None:
-    """HADOOP_CONF_DIR if set, else the default local cluster's configuration if it exists."""
-    env = os.environ.get("HADOOP_CONF_DIR")
-    if env:
-        return Path(env)
-    from tony_airflow.yarn.local.cluster import LocalCluster
-
-    local = LocalCluster.default()
-    return local.conf_dir if local.exists() else None

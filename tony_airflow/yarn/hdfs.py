@@ -11,7 +11,8 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from tony_airflow.yarn.hadoop_conf import HadoopConf, resolve_conf_dir
+from tony_airflow.yarn.discovery import resolve_conf_dir
+from tony_airflow.yarn.hadoop_conf import HadoopConf
 
 if TYPE_CHECKING:  # fsspec is a tenth of a second to import: loaded when a filesystem is made
     from fsspec.implementations.webhdfs import WebHDFS

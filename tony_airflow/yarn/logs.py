@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import subprocess
 
+from tony_airflow.yarn.discovery import discover
+
 # skein writes a container's stdout and stderr to `<service>.log`; prelaunch.err
 # holds what went wrong before the command could start.
 TASK_LOG_PATTERN = r"(.*\.log|prelaunch\.err)"
@@ -25,9 +27,8 @@ def logs_command(app_id: str, container_id: str | None = None, pattern: str | No
 
 
 def hadoop_env() -> dict[str, str]:
-    from tony_airflow.core.client import hadoop_environment
-
-    return dict(os.environ, **hadoop_environment())
+    """This process's environment plus what Hadoop's `yarn` command needs for the cluster."""
+    return dict(os.environ, **discover().environment)
 
 
 def print_logs(app_id: str, container_id: str | None = None, pattern: str | None = None) -> int:

@@ -10,16 +10,42 @@ from __future__ import annotations
 import getpass
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from enum import StrEnum
+from typing import Any
 
 import httpx
 
 from tony_airflow.errors import ClusterError
-from tony_airflow.yarn.hadoop_conf import HadoopConf, resolve_conf_dir
+from tony_airflow.yarn.discovery import resolve_conf_dir
+from tony_airflow.yarn.hadoop_conf import HadoopConf
 
-TERMINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED"})
-ACTIVE_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
+
+class YarnState(StrEnum):
+    """YARN's YarnApplicationState."""
+
+    NEW = "NEW"
+    NEW_SAVING = "NEW_SAVING"
+    SUBMITTED = "SUBMITTED"
+    ACCEPTED = "ACCEPTED"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+class FinalStatus(StrEnum):
+    """YARN's FinalApplicationStatus: what an application that ended achieved."""
+
+    UNDEFINED = "UNDEFINED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+TERMINAL_STATES = frozenset({YarnState.FINISHED, YarnState.FAILED, YarnState.KILLED})
+ACTIVE_STATES = tuple(s for s in YarnState if s not in TERMINAL_STATES)
 APPLICATION_ID = re.compile(r"application_\d+_\d+")  # use fullmatch: `$` would admit a trailing newline
 
 
@@ -49,7 +75,7 @@ class ApplicationReport:
     finished_time: int = 0
 
     @classmethod
-    def from_json(cls, app: dict[str, Any]) -> "ApplicationReport":
+    def from_json(cls, app: dict[str, Any]) -> ApplicationReport:
         tags = tuple(t for t in (app.get("applicationTags") or "").split(",") if t)
         return cls(
             id=app["id"], state=app.get("state", ""), final_status=app.get("finalStatus", ""),

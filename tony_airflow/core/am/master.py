@@ -31,8 +31,13 @@ from tony_airflow.core.history.model import JobHistory, TaskRun
 from tony_airflow.core.history.render import Links, render_job
 from tony_airflow.core.history.store import HistoryStore, history_dir
 from tony_airflow.core.placement import initial_container_ids, service_name
-from tony_airflow.core.protocol import (AM_ADDRESS_KEY, PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV,
-                                        TENSORBOARD_URL_KEY)
+from tony_airflow.core.protocol import (
+    AM_ADDRESS_KEY,
+    PROGRESS_KEY,
+    STATUS_URL_KEY,
+    SUBMITTED_AT_ENV,
+    TENSORBOARD_URL_KEY,
+)
 from tony_airflow.core.spec import JobSpec
 
 log = logging.getLogger("tony.am")
@@ -65,7 +70,9 @@ class ApplicationMaster:
         SIGTERM (YARN killing the application) ends the job as KILLED with its
         event log closed, if the NodeManager leaves the time for it.
         """
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
+        me = asyncio.current_task()
+        assert me is not None  # run() is a coroutine run as a task by asyncio.run
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, me.cancel)
         submitted = float(os.environ.get(SUBMITTED_AT_ENV) or self.started)
         self.history.emit(ev.JOB_SUBMITTED, at=submitted, app_id=self.app_id, name=self.job.name, user=self.user,
                           queue=self.job.queue, tags=self.job.tags, max_attempts=self.job.max_attempts,
@@ -89,8 +96,8 @@ class ApplicationMaster:
             diagnostics = f"tony-airflow AM error: {exc!r}; {traceback.format_exc(limit=3)[-800:]}"
         finally:
             flusher.cancel()
-        self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics,
-                          **({"stopped_by": "SIGTERM"} if status == "KILLED" else {}))
+        stopped_by = {"stopped_by": "SIGTERM"} if status == "KILLED" else {}
+        self.history.emit(ev.JOB_FINISHED, None, status=status, diagnostics=diagnostics, **stopped_by)
         await opened
         await asyncio.to_thread(self.history.close)
         return status, diagnostics
@@ -180,7 +187,7 @@ class ApplicationMaster:
                 reg.changed.clear()
                 try:
                     await asyncio.wait_for(reg.changed.wait(), TICK_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         reg.end_attempt()
         await self._stop_remaining()
@@ -197,10 +204,7 @@ class ApplicationMaster:
         for (type_, index), task in self.registry.tasks.items():
             if type_ in self.job.local_types():
                 continue
-            env = {
-                "TONY_TASK_TYPE": type_, "TONY_TASK_INDEX": str(index), "TONY_ATTEMPT": str(attempt),
-                "TONY_AM_ADDRESS": self.address, "TONY_APPLICATION_ID": self.app_id,
-            }
+            env = protocol.launch_env(type_, index, attempt, self.address, self.app_id)
             container = await asyncio.to_thread(self.app.add_container, service_name(type_, index, self.job), env)
             task.container_id = container.id
             self._container_of[container.id] = (type_, index)

@@ -16,8 +16,9 @@ is table-tested in tests/unit and the AM only feeds it what it has seen.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Protocol
+from typing import Protocol
 
 from tony_airflow.core.spec import JobSpec
 

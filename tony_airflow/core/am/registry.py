@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from tony_airflow.core.history import events as ev
+from tony_airflow.core.protocol import TaskStatus
 from tony_airflow.core.spec import JobSpec
 
-# Task states, in the order a task normally passes through them.
 REQUESTED, ALLOCATED, REGISTERED, RUNNING, SUCCEEDED, FAILED, STOPPED = (
-    "REQUESTED", "ALLOCATED", "REGISTERED", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED")
+    TaskStatus.REQUESTED, TaskStatus.ALLOCATED, TaskStatus.REGISTERED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED,
+    TaskStatus.FAILED, TaskStatus.STOPPED)
 DONE = frozenset({SUCCEEDED, FAILED, STOPPED})
 
 
@@ -26,7 +28,7 @@ class TaskState:
     index: int
     attempt: int
     role: str
-    status: str = REQUESTED
+    status: TaskStatus = REQUESTED
     container_id: str = ""       # skein's id, e.g. "worker-0_3"
     yarn_container_id: str = ""
     host: str = ""
@@ -109,7 +111,8 @@ class Registry:
         began = task.started_at or task.registered_at or task.allocated_at or task.requested_at
         tail = task.stderr_tail.strip().splitlines()[-5:]
         self._event(ev.TASK_FINISHED, task, status=task.status, exit_code=task.exit_code, host=task.host,
-                    container_id=task.yarn_container_id, duration_s=round(task.finished_at - began, 3),
+                    container_id=task.yarn_container_id,
+                    duration_s=round((task.finished_at or time.time()) - began, 3),
                     peak_rss_kib=task.peak_rss_kib, gpu_util_max=task.gpu_util_max,
                     stderr_tail="\n".join(tail)[-1000:], reason=reason)
 

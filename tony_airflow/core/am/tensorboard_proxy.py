@@ -13,7 +13,7 @@ page that says so and reloads itself.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import aiohttp
 from aiohttp import web

@@ -13,19 +13,20 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
-from tony_airflow.core.protocol import AM_ADDRESS_KEY, JOB_FILE
+from tony_airflow.core.protocol import AM_ADDRESS_KEY, ENV_TASK_TYPE, JOB_FILE, launch_env
 
 if TYPE_CHECKING:
     from tony_airflow.core.spec import JobSpec
 
 
-def first_attempt_env(job: "JobSpec", env: Mapping[str, str], kv: Any = None) -> dict[str, str] | None:
+def first_attempt_env(job: JobSpec, env: Mapping[str, str], kv: Any = None) -> dict[str, str] | None:
     """What a retry's container is told in its environment, found out by one of attempt 1's;
     None when the environment already names the task. `kv` is skein's key-value store."""
-    if "TONY_TASK_TYPE" in env:
+    if ENV_TASK_TYPE in env:
         return None
     from tony_airflow.core.placement import task_of_container
 
@@ -35,8 +36,7 @@ def first_attempt_env(job: "JobSpec", env: Mapping[str, str], kv: Any = None) ->
 
         kv = skein.ApplicationClient.from_current().kv
     address = kv.wait(AM_ADDRESS_KEY).decode()
-    return {"TONY_TASK_TYPE": type_, "TONY_TASK_INDEX": str(index), "TONY_ATTEMPT": "1",
-            "TONY_AM_ADDRESS": address, "TONY_APPLICATION_ID": env.get("SKEIN_APPLICATION_ID", "")}
+    return launch_env(type_, index, 1, address, env.get("SKEIN_APPLICATION_ID", ""))
 
 
 class Lookup:
@@ -61,7 +61,7 @@ class Lookup:
 
 def start_lookup(env: Mapping[str, str], job_file: str = JOB_FILE) -> Lookup | None:
     """Fork the lookup for one of attempt 1's containers; None for a retry's (already told)."""
-    if "TONY_TASK_TYPE" in env:
+    if ENV_TASK_TYPE in env:
         return None
     read_fd, write_fd = os.pipe()
     pid = os.fork()

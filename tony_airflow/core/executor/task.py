@@ -12,8 +12,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from tony_airflow.core import protocol
 from tony_airflow.core.executor.boot import Lookup
@@ -151,7 +151,8 @@ class Executor:
         if any(t.gpus for t in self.job.tasks.values()):
             # YARN does not tell a container which GPUs it got; the AM assigned these.
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
-        cwd = str(Path("src").absolute()) if self.job.src_dir and Path("src").is_dir() else None
+        src = Path(protocol.SRC_DIR)
+        cwd = str(src.absolute()) if self.job.src_dir and src.is_dir() else None
         if self.local:
             cwd = self.job.src_dir or None
         command = self.job.command_of(self.me.type)
@@ -231,11 +232,11 @@ class Executor:
         """HDFS input copied in; HDFS output mirrored (pushed by the chief, pulled by readers)."""
         if self.job.input_path and is_hdfs(self.job.input_path):
             env["DTF_INPUT_URI"] = self.job.input_path
-            env["DTF_INPUT_PATH"] = stage_input(self.job.input_path,
-                                                Path(f"tony-input-{self.me.app_id}" if self.local else "tony-input"))
+            where = f"{protocol.INPUT_DIR}-{self.me.app_id}" if self.local else protocol.INPUT_DIR
+            env["DTF_INPUT_PATH"] = stage_input(self.job.input_path, Path(where))
         if not (self.job.output_path and is_hdfs(self.job.output_path)):
             return None, False
-        local_dir = Path(f"tony-output-{self.me.app_id}" if self.local else "tony-output")
+        local_dir = Path(f"{protocol.OUTPUT_DIR}-{self.me.app_id}" if self.local else protocol.OUTPUT_DIR)
         mirror = Mirror(self.job.output_path, local_dir)
         mirror.pull()  # a later attempt resumes from what an earlier one wrote
         env["DTF_OUTPUT_URI"] = self.job.output_path
@@ -247,11 +248,11 @@ class Executor:
         return mirror, writer
 
     def _shipped_files_env(self) -> dict[str, str]:
-        env = {"TONY_PYTHON": self.job.python}
+        env = {protocol.ENV_PYTHON: self.job.python}
         if self.job.python_venv:  # the packed environment's Python comes first for the user command
-            venv = Path("venv").absolute()
-            env.update(VIRTUAL_ENV=str(venv), TONY_PYTHON=str(venv / "bin" / "python"),
-                       PATH=f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+            venv = Path(protocol.VENV_DIR).absolute()
+            env.update({"VIRTUAL_ENV": str(venv), protocol.ENV_PYTHON: str(venv / "bin" / "python"),
+                        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"})
             env.pop("PYTHONHOME", None)
         if self.job.script:
             shipped = Path(self.job.script) if self.local else Path(Path(self.job.script).name)
@@ -302,9 +303,9 @@ class Executor:
 
 def identity(env: Mapping[str, str]) -> tuple[TaskIdentity, str]:
     """Which task this container runs, and where the AM's registry is, from the environment."""
-    me = TaskIdentity(type=env["TONY_TASK_TYPE"], index=int(env["TONY_TASK_INDEX"]), attempt=int(env["TONY_ATTEMPT"]),
-                      app_id=env.get("TONY_APPLICATION_ID", ""))
-    return me, env["TONY_AM_ADDRESS"]
+    me = TaskIdentity(type=env[protocol.ENV_TASK_TYPE], index=int(env[protocol.ENV_TASK_INDEX]),
+                      attempt=int(env[protocol.ENV_ATTEMPT]), app_id=env.get(protocol.ENV_APPLICATION_ID, ""))
+    return me, env[protocol.ENV_AM_ADDRESS]
 
 
 def main(lookup: Lookup | None = None) -> None:

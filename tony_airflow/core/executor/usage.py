@@ -61,7 +61,7 @@ class UsageSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="usage", daemon=True)
 
-    def start(self) -> "UsageSampler":
+    def start(self) -> UsageSampler:
         self.sample(with_gpu=True)
         self._thread.start()
         return self

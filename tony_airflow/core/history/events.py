@@ -71,6 +71,7 @@ class EventLog:
             if not pending:
                 return
             try:
+                assert self.store is not None  # started implies a store
                 self.store.append(self.app_id, [json.dumps(e, sort_keys=True, default=str) for e in pending])
                 self._written += len(pending)
                 self._failing = False
@@ -85,7 +86,7 @@ class EventLog:
             return
         self.flush()
         with self._lock:
-            if self._started and self._written == len(self.events):
+            if self._started and self._written == len(self.events) and self.store is not None:
                 try:
                     self.store.finish_job(self.app_id)
                     self._started = False

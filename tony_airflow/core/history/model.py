@@ -8,13 +8,16 @@ shows the same thing.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from tony_airflow.core.history import events as ev
+from tony_airflow.core.protocol import TaskStatus
+from tony_airflow.yarn.rest import TERMINAL_STATES, FinalStatus
 
-RUNNING = "RUNNING"
-TERMINAL = ("SUCCEEDED", "FAILED", "KILLED")
+RUNNING = "RUNNING"  # a job whose end is not known yet
+TERMINAL = (FinalStatus.SUCCEEDED, FinalStatus.FAILED, FinalStatus.KILLED)
 
 
 @dataclass
@@ -23,7 +26,7 @@ class TaskRun:
 
     task: str
     attempt: int
-    status: str = "REQUESTED"
+    status: str = TaskStatus.REQUESTED
     host: str = ""
     port: int = 0
     container_id: str = ""
@@ -90,7 +93,7 @@ class JobHistory:
 
     @classmethod
     def from_events(cls, app_id: str, events: Iterable[dict[str, Any]], spec: dict[str, Any] | None = None,
-                    complete: bool = True) -> "JobHistory":
+                    complete: bool = True) -> JobHistory:
         job = cls(app_id=app_id, spec=spec, complete=complete)
         for event in events:
             job.events.append(event)
@@ -136,13 +139,13 @@ class JobHistory:
         run = attempt.tasks.setdefault(e["task"], TaskRun(e["task"], attempt.number))
         run.container_id = e.get("container_id") or run.container_id
         if kind == ev.TASK_ALLOCATED:
-            run.allocated_at, run.status = at, "ALLOCATED"
+            run.allocated_at, run.status = at, TaskStatus.ALLOCATED
             run.node_http = e.get("node_http") or run.node_http
         elif kind == ev.TASK_REGISTERED:
-            run.registered_at, run.status = at, "REGISTERED"
+            run.registered_at, run.status = at, TaskStatus.REGISTERED
             run.host, run.port = e.get("host", ""), int(e.get("port") or 0)
         elif kind == ev.TASK_STARTED:
-            run.started_at, run.status = at, "RUNNING"
+            run.started_at, run.status = at, TaskStatus.RUNNING
         elif kind == ev.TASK_FINISHED:
             run.finished_at, run.status, run.exit_code = at, e.get("status", "FINISHED"), e.get("exit_code")
             run.host = e.get("host") or run.host
@@ -183,7 +186,7 @@ class JobHistory:
         """YARN's word on an application whose AM could not say how it ended: an open log (the AM died
         before closing it) or a log closed on SIGTERM (killed, or its node went away: YARN knows which).
         Tasks the log left running are marked LOST."""
-        if not self.needs_yarn or rm_state not in ("FINISHED", "FAILED", "KILLED"):
+        if not self.needs_yarn or rm_state not in TERMINAL_STATES:
             return
         final = rm_final_status if rm_final_status in TERMINAL else rm_state
         if self.stopped_by and self.complete:
@@ -201,7 +204,7 @@ class JobHistory:
         for attempt in self.attempts:
             for run in attempt.tasks.values():
                 if run.finished_at is None:
-                    run.status, run.reason = "LOST", run.reason or "the AM ended before this task reported"
+                    run.status, run.reason = TaskStatus.LOST, run.reason or "the AM ended before this task reported"
 
     def summary(self, now: float | None = None) -> dict[str, Any]:
         duration = self.duration_s(now)
@@ -220,7 +223,7 @@ class JobHistory:
         def pct(t: float) -> float:
             return round(100.0 * (t - t0) / span, 2)
 
-        rows = []
+        rows: list[dict[str, Any]] = []
         if self.started_at is not None:  # the AM: queued at YARN until it starts, then alive to the end
             rows.append({"attempt": "", "task": "AM", "status": self.status, "bars": [
                 {"kind": "starting", "left": 0.0, "width": max(pct(self.started_at), 0.3)},
@@ -231,11 +234,10 @@ class JobHistory:
                 begin = run.allocated_at or attempt.started_at
                 started = run.started_at or run.registered_at
                 end = run.finished_at or attempt.ended_at or end_default
-                row = {"attempt": attempt.number, "task": run.task, "status": run.status, "bars": []}
                 if started is not None:
-                    row["bars"].append({"kind": "starting", "left": pct(begin), "width": max(pct(started) - pct(begin), 0.3)})
-                    row["bars"].append({"kind": "running", "left": pct(started), "width": max(pct(end) - pct(started), 0.3)})
+                    bars = [{"kind": "starting", "left": pct(begin), "width": max(pct(started) - pct(begin), 0.3)},
+                            {"kind": "running", "left": pct(started), "width": max(pct(end) - pct(started), 0.3)}]
                 else:
-                    row["bars"].append({"kind": "starting", "left": pct(begin), "width": max(pct(end) - pct(begin), 0.3)})
-                rows.append(row)
+                    bars = [{"kind": "starting", "left": pct(begin), "width": max(pct(end) - pct(begin), 0.3)}]
+                rows.append({"attempt": attempt.number, "task": run.task, "status": run.status, "bars": bars})
         return rows

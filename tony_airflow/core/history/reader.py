@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from tony_airflow.core.history.model import JobHistory
-from tony_airflow.core.history.store import JobFiles, HistoryStore
+from tony_airflow.core.history.store import HistoryStore, JobFiles
 
 log = logging.getLogger("tony.history")
 

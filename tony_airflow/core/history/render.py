@@ -8,8 +8,9 @@ logs itself; the live AM links the NodeManager), so the caller passes a
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jinja2
 
@@ -25,7 +26,7 @@ _ENV = jinja2.Environment(
 def when(ts: float | None) -> str:
     if ts is None:
         return ""
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def duration(seconds: float | None) -> str:

@@ -14,8 +14,9 @@ import logging
 import os
 import posixpath
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from tony_airflow.yarn.rest import is_application_id
 
@@ -54,7 +55,7 @@ class HistoryStore:
         self.root = root.rstrip("/") or "/"
 
     @classmethod
-    def open(cls, uri: str | None = None) -> "HistoryStore":
+    def open(cls, uri: str | None = None) -> HistoryStore:
         uri = history_dir(uri)
         if uri.startswith("file://"):
             from fsspec.implementations.local import LocalFileSystem

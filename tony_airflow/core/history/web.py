@@ -97,7 +97,7 @@ def build_app(store: HistoryStore, rm: Any = None, max_age_s: float | None = Non
         return web.Response(text="\n".join(parts), content_type="text/plain")
 
     async def purge_forever(app: web.Application):
-        async def loop() -> None:
+        async def loop(max_age_s: float) -> None:
             while True:
                 try:
                     purged = await asyncio.to_thread(store.purge, max_age_s)
@@ -107,7 +107,7 @@ def build_app(store: HistoryStore, rm: Any = None, max_age_s: float | None = Non
                     log.warning("purge failed: %s", exc)
                 await asyncio.sleep(purge_interval_s)
 
-        task = asyncio.create_task(loop()) if max_age_s else None
+        task = asyncio.create_task(loop(max_age_s)) if max_age_s else None
         yield
         if task is not None:
             task.cancel()

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,14 +19,22 @@ from pathlib import Path
 import httpx
 
 from tony_airflow.errors import ClusterError, UsageError
+from tony_airflow.yarn.discovery import default_local_state_dir, local_environment
+from tony_airflow.yarn.jvm import ADD_OPENS, check_java, find_java_home
 from tony_airflow.yarn.local import jars
 from tony_airflow.yarn.local.config import (
-    DAEMON_PORTS, GPU_LABEL, PORT_KEYS, ClusterSettings, port_is_free, write_conf,
+    DAEMON_PORTS,
+    GPU_LABEL,
+    PORT_KEYS,
+    ClusterSettings,
+    port_is_free,
+    write_conf,
 )
-from tony_airflow.yarn.local.java import ADD_OPENS, LIGHT_JVM_FLAGS, check_java, find_java_home
 from tony_airflow.yarn.local.launchers import write_launchers
 from tony_airflow.yarn.local.processes import (
-    container_processes, pid_alive, rss_kib, terminate,
+    container_processes,
+    pid_alive,
+    terminate,
 )
 
 
@@ -50,14 +56,6 @@ GPU_NODEMANAGER = Daemon("nodemanager-gpu", "org.apache.hadoop.yarn.server.nodem
                          conf="conf-gpu")
 
 
-def default_state_dir() -> Path:
-    env = os.environ.get("TONY_CLUSTER_HOME")
-    if env:
-        return Path(env)
-    base = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state"))
-    return base / "tony-airflow" / "cluster"
-
-
 class LocalCluster:
     """One local Hadoop, identified by its state directory."""
 
@@ -72,8 +70,8 @@ class LocalCluster:
         self.settings_file = self.state_dir / "cluster.json"
 
     @classmethod
-    def default(cls) -> "LocalCluster":
-        return cls(default_state_dir())
+    def default(cls) -> LocalCluster:
+        return cls(default_local_state_dir())
 
     def exists(self) -> bool:
         """Whether `tony cluster up` has configured this cluster (running or not)."""
@@ -103,14 +101,7 @@ class LocalCluster:
 
     def env(self) -> dict[str, str]:
         """What a user (and every child process) needs to talk to this cluster."""
-        venv_bin = str(Path(sys.executable).parent)
-        path = os.pathsep.join([str(self.bin_dir), venv_bin, os.environ.get("PATH", "")])
-        return {
-            "HADOOP_CONF_DIR": str(self.conf_dir),
-            "JAVA_HOME": str(self.java_home),
-            "PATH": path,
-            "SKEIN_DRIVER_JAVA_OPTIONS": " ".join([*self.java_opts(), *LIGHT_JVM_FLAGS]),
-        }
+        return local_environment(self.state_dir)
 
     @property
     def daemons(self) -> tuple[Daemon, ...]:
@@ -321,14 +312,6 @@ class LocalCluster:
             terminate([p.pid for p in leftovers], grace=5.0)
         for daemon in daemons:
             self._pid_file(daemon).unlink(missing_ok=True)
-
-    def destroy(self) -> None:
-        """Stop everything and delete the state directory (HDFS data included)."""
-        self.down(log=lambda *_: None)
-        shutil.rmtree(self.state_dir, ignore_errors=True)
-
-    def daemon_rss_kib(self) -> dict[str, int]:
-        return {d.name: rss_kib(p) for d in self.daemons if (p := self.pid(d))}
 
     def container_processes(self):
         return [p for d in self.nm_local_dirs for p in container_processes(d)]

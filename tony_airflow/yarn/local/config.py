@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from tony_airflow.yarn.hadoop_conf import write_site
@@ -78,11 +78,10 @@ class ClusterSettings:
     max_alloc_mb: int = 8192
     max_alloc_vcores: int = 8
     gpus: int = 0
-    node_label: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def choose(cls, port_base: int | None = None) -> "ClusterSettings":
+    def choose(cls, port_base: int | None = None) -> ClusterSettings:
         if port_base is None:
             ports = dict(zip(PORT_KEYS, free_ports(len(PORT_KEYS))))
         else:
@@ -90,8 +89,9 @@ class ClusterSettings:
         return cls(ports=ports, port_base=port_base)
 
     @classmethod
-    def load(cls, path: Path) -> "ClusterSettings":
-        return cls(**json.loads(path.read_text()))
+    def load(cls, path: Path) -> ClusterSettings:
+        known = {f.name for f in fields(cls)}  # a cluster.json of an earlier version may hold more
+        return cls(**{k: v for k, v in json.loads(path.read_text()).items() if k in known})
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=2) + "\n")

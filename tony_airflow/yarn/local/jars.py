@@ -22,9 +22,10 @@ _COMPLETE_MARKER = ".complete"
 def hadoop_version() -> str:
     """The `hadoop.version` property of the pom."""
     node = ET.parse(POM).getroot().find("m:properties/m:hadoop.version", _MAVEN_NS)
-    if node is None or not (node.text or "").strip():
+    version = (node.text or "").strip() if node is not None else ""
+    if not version:
         raise ClusterError(f"{POM} has no <hadoop.version> property")
-    return node.text.strip()
+    return version
 
 
 def cache_root() -> Path:

@@ -25,7 +25,7 @@ FINAL_STATUS_KEY = "final_status"
 class _XComUrlLink(BaseOperatorLink):
     url_key: str = ""
 
-    def get_link(self, operator: Any, *, ti_key: "TaskInstanceKey") -> str:
+    def get_link(self, operator: Any, *, ti_key: TaskInstanceKey) -> str:
         return XCom.get_value(ti_key=ti_key, key=self.url_key) or ""
 
     @classmethod

@@ -13,21 +13,26 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import BaseOperator, ResumableJobMixin, conf as airflow_conf
+from airflow.sdk import BaseOperator, ResumableJobMixin
+from airflow.sdk import conf as airflow_conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tony_airflow.core.client import Progress, TonyClient
+from tony_airflow.core.presentation import failure_line, progress_text, tensorboard_url
 from tony_airflow.core.spec import JobSpec, build_job_spec, load_job_file
 from tony_airflow.errors import UsageError
 from tony_airflow.providers.yarn.hooks.yarn import YarnHook
 from tony_airflow.providers.yarn.links.yarn import (
-    APPLICATION_ID_KEY, FINAL_STATUS_KEY, TENSORBOARD_URL_KEY, TRACKING_URL_KEY, TensorBoardLink,
+    APPLICATION_ID_KEY,
+    FINAL_STATUS_KEY,
+    TENSORBOARD_URL_KEY,
+    TRACKING_URL_KEY,
+    TensorBoardLink,
     YarnApplicationLink,
 )
-from tony_airflow.core.presentation import failure_line, progress_text, tensorboard_url
-from tony_airflow.yarn.rest import ApplicationReport
+from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
+from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport
 
-ACTIVE = frozenset({"NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"})
 YARN_TAG_MAX = 100  # YARN refuses longer application tags
 
 
@@ -201,12 +206,13 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         return status_word(self.hook.application_report(str(external_id)))
 
     def is_job_active(self, status: str) -> bool:
-        return status in ACTIVE
+        return status in ACTIVE_STATES
 
     def is_job_succeeded(self, status: str) -> bool:
         return status == "SUCCEEDED"
 
-    def poll_until_complete(self, external_id: Any, context: Any) -> str:
+    # Returns the id: ResumableJobMixin returns poll_until_complete's value when it reconnects.
+    def poll_until_complete(self, external_id: Any, context: Any) -> str:  # type: ignore[override]
         """Wait (here or in the triggerer); returns the id, which the mixin returns on a reconnect."""
         app_id = str(external_id)
         if self.application_id != app_id:  # reconnecting after a crash: the XComs of this try are new
@@ -216,7 +222,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         if not self.wait_for_completion:
             return app_id
         if self.deferrable:
-            self.defer(trigger=self.hook.application_trigger(app_id, self.poll_interval),
+            self.defer(trigger=YarnApplicationTrigger.for_settings(self.hook.settings, app_id, self.poll_interval),
                        method_name="execute_complete")
         handle = self._tony_client().handle(app_id)
         report = handle.wait(poll=self.poll_interval, on_change=self._log_change)

@@ -11,11 +11,13 @@ from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf as airflow_conf
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk import conf as airflow_conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from tony_airflow.providers.yarn.hooks.yarn import YarnHook
 from tony_airflow.core.presentation import failure_line
+from tony_airflow.providers.yarn.hooks.yarn import YarnHook
+from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
 from tony_airflow.yarn.rest import ApplicationReport, is_application_id
 
 
@@ -49,7 +51,9 @@ class YarnApplicationSensor(BaseSensorOperator):
             poke = self.poke_interval.total_seconds() if isinstance(self.poke_interval, timedelta) else self.poke_interval
             timeout = timedelta(seconds=self.timeout) if self.timeout else None
             # a sensor does not own the application: killing the sensor leaves it running
-            self.defer(trigger=self.hook.application_trigger(self.application_id, poke, kill_on_task_kill=False),
+            trigger = YarnApplicationTrigger.for_settings(self.hook.settings, self.application_id, poke,
+                                                          kill_on_task_kill=False)
+            self.defer(trigger=trigger,
                        method_name="execute_complete", timeout=timeout)
         return self.application_id
 

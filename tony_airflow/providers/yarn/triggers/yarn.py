@@ -10,10 +10,12 @@ answer", is an event; the operator or sensor decides what it means.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from tony_airflow.providers.yarn.connection import YarnSettings, http_auth
 from tony_airflow.yarn.rest import ApplicationReport, AsyncResourceManagerClient
 
 MAX_CONSECUTIVE_ERRORS = 3  # transient RM errors tolerated before the trigger gives up with an error event
@@ -47,9 +49,14 @@ class YarnApplicationTrigger(BaseTrigger):
             "auth": self.auth, "poll_interval": self.poll_interval, "kill_on_task_kill": self.kill_on_task_kill,
         })
 
-    def _client(self) -> AsyncResourceManagerClient:
-        from tony_airflow.providers.yarn.hooks.yarn import YarnSettings, http_auth
+    @classmethod
+    def for_settings(cls, settings: YarnSettings, application_id: str, poll_interval: float,
+                     kill_on_task_kill: bool = True) -> YarnApplicationTrigger:
+        """The trigger for one application of a resolved `yarn` connection."""
+        return cls(application_id, settings.rm_addresses, user=settings.user, auth=settings.auth,
+                   poll_interval=poll_interval, kill_on_task_kill=kill_on_task_kill)
 
+    def _client(self) -> AsyncResourceManagerClient:
         auth = http_auth(YarnSettings(rm_addresses=self.rm_addresses, auth=self.auth))
         return AsyncResourceManagerClient(self.rm_addresses, user=self.user, auth=auth)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+from tony_airflow.cli.common import OneLineParser, run
 from tony_airflow.core.client import JobHandle, TonyClient
 from tony_airflow.core.runner import run_to_completion
 from tony_airflow.core.spec import build_job_spec, load_job_file, parse_env_pairs
@@ -132,26 +134,15 @@ def submit_and_wait(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def build_parser(prog: str = "ytf-submit"):
-    from tony_airflow.cli import OneLineParser
-
+def build_parser(prog: str = "ytf-submit") -> OneLineParser:
     p = OneLineParser(prog=prog, description="Submit a TensorFlow job to Apache Hadoop YARN.")
     add_job_options(p)
     p.add_argument("--no-wait", "--detach", dest="no_wait", action="store_true",
                    help="return once the application is submitted and leave it running "
                         "(without it, Ctrl-C kills the application)")
+    p.set_defaults(func=submit_and_wait)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from tony_airflow.cli import run
-
-    def parse_and_submit(a: argparse.Namespace) -> int:
-        return submit_and_wait(a)
-
-    def factory():
-        p = build_parser()
-        p.set_defaults(func=parse_and_submit)
-        return p
-
-    sys.exit(run(argv, parser_factory=factory))
+    sys.exit(run(argv, build_parser))

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tony_airflow import submit
+from tony_airflow.cli import submit
 from tony_airflow.core.spec import build_job_spec, parse_memory_mb
 from tony_airflow.errors import UsageError
 
-S = str(Path(__file__).resolve().parent.parent / "payloads" / "sleep.py")  # whatever the working directory
+S = str(Path(__file__).resolve().parents[2] / "payloads" / "sleep.py")  # whatever the working directory
 CASES = [
     # (argv, text the one line must contain)
     ([], "cluster_requirement: missing"),

@@ -8,17 +8,11 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Callable, Sequence
+from collections.abc import Sequence
 
-from tony_airflow.errors import TonyError, UsageError, is_boundary_error, one_line
-from tony_airflow.yarn.rest import is_application_id
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports bad input as one line and exit code 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+from tony_airflow.cli import common
+from tony_airflow.cli.common import OneLineParser, check_app_id, err
+from tony_airflow.errors import UsageError
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -26,7 +20,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
     cluster = LocalCluster(args.state_dir) if args.state_dir else LocalCluster.default()
     if args.action == "up":
-        cluster.up(port_base=args.port_base, timeout=args.timeout, log=_err, gpus=args.gpus)
+        cluster.up(port_base=args.port_base, timeout=args.timeout, log=err, gpus=args.gpus)
         print(f"Local YARN + HDFS is up ({cluster.state_dir}).")
         print(f"  ResourceManager  {cluster.rm_url}")
         print(f"  NameNode         {cluster.nn_url}")
@@ -34,7 +28,7 @@ def _cluster(args: argparse.Namespace) -> int:
         print('Use it from a shell with: eval "$(tony cluster env)"')
         return 0
     if args.action == "down":
-        cluster.down(log=_err)
+        cluster.down(log=err)
         print(f"Local cluster at {cluster.state_dir} is stopped.")
         return 0
     if args.action == "status":
@@ -50,21 +44,15 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from tony_airflow.submit import submit_and_wait
+    from tony_airflow.cli.submit import submit_and_wait
 
     return submit_and_wait(args)
 
 
 def _oozie(args: argparse.Namespace) -> int:
-    from tony_airflow.engines.oozie import workflow_command
+    from tony_airflow.cli.oozie import workflow_command
 
     return workflow_command(args.options)
-
-
-def check_app_id(app_id: str) -> str:
-    if not is_application_id(app_id):
-        raise UsageError(f"application_id: {app_id!r} is malformed; allowed: application_<cluster ts>_<seq>")
-    return app_id
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -92,10 +80,6 @@ def _kill(args: argparse.Namespace) -> int:
     return 0
 
 
-def _err(*parts: object) -> None:
-    print(*parts, file=sys.stderr, flush=True)
-
-
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="tony", description="TensorFlow on Apache Hadoop YARN.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -112,7 +96,7 @@ def build_parser() -> OneLineParser:
                               "plugin with a discovery executable; there are no real GPUs)")
     cluster.set_defaults(func=_cluster)
 
-    from tony_airflow.submit import add_job_options
+    from tony_airflow.cli.submit import add_job_options
 
     submit = sub.add_parser("submit", help="submit a job (the same options as ytf-submit)")
     add_job_options(submit)
@@ -130,27 +114,14 @@ def build_parser() -> OneLineParser:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("application_id")
         cmd.set_defaults(func=func)
-    from tony_airflow.cli_history import add_parsers
+    from tony_airflow.cli.history import add_parsers
 
     add_parsers(sub)
     return parser
 
 
-def run(argv: Sequence[str] | None, parser_factory: Callable[[], OneLineParser] = build_parser) -> int:
-    """Parse and dispatch; map errors onto exit codes with one line on stderr."""
-    try:
-        args = parser_factory().parse_args(argv)
-        return args.func(args)
-    except TonyError as exc:
-        _err(f"error: {one_line(exc)}")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # a library failing at our boundary (skein's driver, httpx): one line, exit 1
-        if not is_boundary_error(exc):
-            raise
-        _err(f"error: {one_line(exc)}")
-        return 1
+def run(argv: Sequence[str] | None) -> int:
+    return common.run(argv, build_parser)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

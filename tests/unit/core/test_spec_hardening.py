@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tony_airflow import submit
+from tony_airflow.cli import submit
 from tony_airflow.core.spec import JobSpec, build_job_spec
 from tony_airflow.errors import UsageError
 
-PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
+PAYLOADS = Path(__file__).resolve().parents[2] / "payloads"
 SLEEP = str(PAYLOADS / "sleep.py")
 
 
@@ -113,11 +113,11 @@ def test_job_file_float_memory_is_a_size(tmp_path):
 
 
 @pytest.mark.parametrize("name,content,expected", [
-    ("alias", ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-               "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-               "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-               "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
-               "tags: [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n").encode(), "conf: YAML aliases"),
+    ("alias", (b"a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+               b"c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+               b"e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+               b"g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+               b"tags: [*h, *h, *h, *h, *h, *h, *h, *h, *h]\n"), "conf: YAML aliases"),
     ("deep", b"tags: " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "conf: "),
     ("latin1", "name: caf\xe9\n".encode("latin-1"), "conf: "),
     ("memory-list", b"cluster_requirement: worker:1\ncommand: x\ntask_memory: {a: 1}\n", "task_memory: "),

@@ -5,7 +5,7 @@ What `make demo` and the end-to-end tests use: a throwaway Airflow home
 in-process (tasks, sensors and, for deferrable tasks, the trigger inline),
 and a summary of task states and XComs printed as one JSON line.
 
-    python -m tony_airflow.providers.yarn.local_run DAG_FILE [DAG_ID] [--json]
+    python -m tony_airflow.cli.dag_test DAG_FILE [DAG_ID] [--conf JSON]
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tony_airflow.cli.common import OneLineParser
+from tony_airflow.cli.common import run as run_cli
 from tony_airflow.errors import UsageError
 
 SUMMARY_MARK = "DAG-RUN-SUMMARY "
@@ -95,8 +97,6 @@ def local_yarn_connection(cluster: Any) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tony_airflow.cli import OneLineParser, run as run_cli
-
     def run_and_summarize(args: argparse.Namespace) -> int:
         try:
             run_conf = json.loads(args.conf)
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if summary["state"] == "success" else 1
 
     def factory() -> OneLineParser:
-        p = OneLineParser(prog="python -m tony_airflow.providers.yarn.local_run")
+        p = OneLineParser(prog="python -m tony_airflow.cli.dag_test")
         p.add_argument("dag_file", type=Path)
         p.add_argument("dag_id", nargs="?")
         p.add_argument("--conf", default="{}", help="the DAG run's conf as JSON")

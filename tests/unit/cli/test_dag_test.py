@@ -1,4 +1,4 @@
-"""`python -m tony_airflow.providers.yarn.local_run` refuses bad input in one line with exit code 2."""
+"""`python -m tony_airflow.cli.dag_test` refuses bad input in one line with exit code 2."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-DAGS = Path(__file__).resolve().parents[2] / "dags_examples"
+DAGS = Path(__file__).resolve().parents[3] / "dags_examples"
 
 
 @pytest.mark.parametrize("args, line", [
@@ -17,7 +17,7 @@ DAGS = Path(__file__).resolve().parents[2] / "dags_examples"
     ([str(DAGS / "tony_sensor.py"), "--conf", "{bad"], "--conf: not JSON"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, line):
-    proc = subprocess.run([sys.executable, "-m", "tony_airflow.providers.yarn.local_run", *args],
+    proc = subprocess.run([sys.executable, "-m", "tony_airflow.cli.dag_test", *args],
                           capture_output=True, text=True, cwd=tmp_path,
                           env={"PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path / "home"),
                                "AIRFLOW__CORE__LOAD_EXAMPLES": "False"})

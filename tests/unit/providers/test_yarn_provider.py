@@ -20,8 +20,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskD
 
 from tony_airflow.core.client import JobHandle  # noqa: E402
 from tony_airflow.errors import UsageError  # noqa: E402
+from tony_airflow.providers.yarn.connection import YarnSettings  # noqa: E402
 from tony_airflow.providers.yarn.get_provider_info import get_provider_info  # noqa: E402
-from tony_airflow.providers.yarn.hooks.yarn import YarnHook, YarnSettings  # noqa: E402
+from tony_airflow.providers.yarn.hooks.yarn import YarnHook  # noqa: E402
 from tony_airflow.providers.yarn.links.yarn import TensorBoardLink, YarnApplicationLink  # noqa: E402
 from tony_airflow.providers.yarn.operators.tensorflow import TensorFlowOnYarnOperator  # noqa: E402
 from tony_airflow.providers.yarn.sensors.yarn import YarnApplicationSensor  # noqa: E402
@@ -129,12 +130,12 @@ def test_hook_without_yarn_default_uses_hadoop_conf_dir(tmp_path, monkeypatch):
     assert YarnHook().settings.rm_addresses == ["http://rm.example:8088"]
 
 
-def test_hook_report_and_kill_sync_and_async(fake_rm):
+def test_hook_report_and_kill(fake_rm):
     fake_rm.apps[APP] = FakeApp(list(RUNNING))
     hook = YarnHook("fake_yarn")
     assert hook.application_report(APP).state == "ACCEPTED"
-    assert asyncio.run(hook.async_application_report(APP)).state == "RUNNING"
-    asyncio.run(hook.async_kill_application(APP))
+    assert hook.application_report(APP).state == "RUNNING"
+    hook.kill_application(APP)
     assert fake_rm.apps[APP].killed_by == "alice"
     assert hook.application_report(APP).final_status == "KILLED"
 

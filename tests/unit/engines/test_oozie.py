@@ -8,8 +8,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tony_airflow.engines.oozie import CAPTURE_LIMIT, add_generator_options, capture_lines, oozie_tags, render
+from tony_airflow.cli.oozie import add_generator_options
 from tony_airflow.core.runner import Outcome
+from tony_airflow.engines.oozie import CAPTURE_LIMIT, capture_lines, oozie_tags, render
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.hadoop_conf import write_site
 
@@ -42,7 +43,7 @@ def test_rendered_action_escapes_xml_and_keeps_arguments_verbatim():
     command = 'python3 train.py --filter "a<b && c>d"'
     root = ET.fromstring(render(_gen("--action-only"), ["-r", "worker:2", command]))
     args = [a.text for a in root.findall("s:shell/s:argument", SHELL_NS)]
-    assert args == ["-m", "tony_airflow.engines.oozie", "-r", "worker:2", command]
+    assert args == ["-m", "tony_airflow.cli.oozie", "-r", "worker:2", command]
     assert root.find("s:shell/s:capture-output", SHELL_NS) is not None
     assert (root.find("ok").get("to"), root.find("error").get("to")) == ("end", "fail")
 

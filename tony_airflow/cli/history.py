@@ -8,7 +8,7 @@ import re
 import sys
 from typing import Any
 
-from tony_airflow.cli import check_app_id
+from tony_airflow.cli.common import check_app_id
 from tony_airflow.errors import ClusterError, UsageError
 
 TASK = re.compile(r"^[a-z][a-z0-9_]*:\d+$")

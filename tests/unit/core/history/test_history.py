@@ -12,7 +12,7 @@ import time
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from tony_airflow import cli
+from tony_airflow.cli import tony as cli
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.executor.usage import tree_rss_kib
 from tony_airflow.core.history import events as ev

@@ -7,14 +7,14 @@ here, on the launch context YARN would receive, not by running a container.
 from __future__ import annotations
 
 import tarfile
-
 from pathlib import Path
 
 import pytest
 
 from tony_airflow.core import protocol
-from tony_airflow.core.client import VENV_DIR, build_application
+from tony_airflow.core.client import build_application
 from tony_airflow.core.placement import initial_container_ids
+from tony_airflow.core.protocol import VENV_DIR
 from tony_airflow.core.spec import build_job_spec
 
 

@@ -1,4 +1,7 @@
-"""Finding Java 17 and the JVM options Hadoop 3.4 needs on it."""
+"""Finding Java 17, and every JVM flag the project passes (Hadoop's daemons, skein's driver and AM).
+
+One place for them: the local cluster's daemons and the client's skein driver both read it.
+"""
 
 from __future__ import annotations
 

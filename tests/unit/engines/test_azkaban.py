@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import tarfile
-
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest

@@ -1,0 +1,121 @@
+"""The lifecycle policy, table-tested without YARN (issue #15, items 16, 23, 24)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.core.support import make_job
+from tony_airflow.core.am import policy
+from tony_airflow.core.am.registry import Registry
+
+
+# ---------------------------------------------------- 23, 24: the lifecycle policy
+def _reg(job, **finished):
+    reg = Registry(job, "app_1")
+    reg.new_attempt(1)
+    for (t, i) in list(reg.tasks):
+        reg.register(t, i, 1, "h", 1000 + i)
+    return reg
+
+
+def test_an_untracked_exit_in_the_same_moment_as_the_tracked_ones_is_not_a_failure():
+    job = make_job()
+    reg = _reg(job)
+    t0 = 1000.0
+    reg.finished("ps", 0, 1, 0)
+    reg.tasks[("ps", 0)].finished_at = t0
+    # the ps reported first; the workers' reports arrive a moment later
+    assert policy.decide(job, reg.tasks.values(), attempt_start=t0 - 30, app_start=t0 - 30, now=t0 + 0.1) is None
+    for i in (0, 1):
+        reg.finished("worker", i, 1, 0)
+        reg.tasks[("worker", i)].finished_at = t0 + 0.3
+    outcome = policy.decide(job, reg.tasks.values(), attempt_start=t0 - 30, app_start=t0 - 30, now=t0 + 0.4)
+    assert outcome is not None and outcome.ok
+
+
+def test_an_untracked_task_that_really_dies_early_fails_the_attempt():
+    job = make_job()
+    reg = _reg(job)
+    reg.finished("ps", 0, 1, 0)
+    t = reg.tasks[("ps", 0)].finished_at
+    later = t + policy.settle_seconds(job) + 0.1
+    outcome = policy.decide(job, reg.tasks.values(), attempt_start=t - 30, app_start=t - 30, now=later)
+    assert outcome is not None and not outcome.ok and "ps:0 exited early with code 0" in outcome.reason
+
+
+@pytest.mark.parametrize("case", ["tracked-fails", "alloc-timeout", "reg-timeout", "hb-timeout", "app-timeout",
+                                  "succeeds", "sidecar-ignored", "running"])
+def test_policy_table(case):
+    job = make_job("ps:1,worker:2,tensorboard:1", output="/o",
+               timeouts={"allocation": 10, "registration": 20, "heartbeat": 5, "application": 100})
+    reg = Registry(job, "app_1")
+    reg.new_attempt(1)
+    t0 = 1000.0
+    now = t0 + 1
+    if case != "alloc-timeout":
+        for task in reg.tasks.values():
+            task.allocated_at = t0
+    if case not in ("alloc-timeout", "reg-timeout"):
+        for (t, i) in reg.tasks:
+            reg.register(t, i, 1, "h", 1)
+            reg.tasks[(t, i)].last_heartbeat = t0 + 1
+    expected: str | bool | None
+    if case == "tracked-fails":
+        reg.finished("worker", 1, 1, 3, "boom")
+        expected = "worker:1 exited with code 3"
+    elif case == "alloc-timeout":
+        now, expected = t0 + 11, "allocation timeout"
+    elif case == "reg-timeout":
+        now, expected = t0 + 21, "registration timeout"
+    elif case == "hb-timeout":
+        now, expected = t0 + 7, "heartbeat timeout: ps:0"
+    elif case == "app-timeout":
+        for task in reg.tasks.values():
+            task.last_heartbeat = t0 + 100
+        now, expected = t0 + 101, "application timeout"
+    elif case == "succeeds":
+        for i in (0, 1):
+            reg.finished("worker", i, 1, 0)
+        expected = True
+    elif case == "sidecar-ignored":
+        reg.finished("tensorboard", 0, 1, 1)
+        expected = None
+    else:
+        expected = None
+    outcome = policy.decide(job, reg.tasks.values(), attempt_start=t0, app_start=t0, now=now)
+    if expected is None:
+        assert outcome is None
+    elif expected is True:
+        assert outcome is not None and outcome.ok
+    else:
+        assert outcome is not None and not outcome.ok and expected in outcome.reason, outcome
+
+
+def test_a_killed_task_waits_briefly_for_yarns_reason():
+    job = make_job("worker:1")
+    reg = _reg(job)
+    reg.finished("worker", 0, 1, 143)
+    t = reg.tasks[("worker", 0)].finished_at
+    assert policy.decide(job, reg.tasks.values(), attempt_start=t, app_start=t, now=t + 0.5) is None
+    reg.container_message(("worker", 0), "Container [pid=1] is running 1.6G beyond the 'PHYSICAL' memory limit. "
+                                         "Current usage: 2.0 GB of 512 MB physical memory used")
+    outcome = policy.decide(job, reg.tasks.values(), attempt_start=t, app_start=t, now=t + 0.6)
+    assert outcome is not None and not outcome.ok
+    assert "worker:0 exited with code 143" in outcome.reason and "2.0 GB of 512 MB" in outcome.reason
+    # without a reason from YARN, the exit code alone after the wait
+    reg2 = _reg(job)
+    reg2.finished("worker", 0, 1, 137)
+    t = reg2.tasks[("worker", 0)].finished_at
+    late = policy.decide(job, reg2.tasks.values(), attempt_start=t, app_start=t, now=t + policy.YARN_REASON_WAIT_S + 1)
+    assert late is not None and "exited with code 137" in late.reason
+
+
+def test_diagnostics_of_a_success_after_a_failed_attempt_say_it_succeeded():
+    text = policy.diagnostics(ok=True, attempt=2, max_attempts=2,
+                              failures=["attempt 1/2: worker:1 exited with code 137"])
+    assert text.startswith("tony-airflow: SUCCEEDED on attempt 2/2")
+    assert "attempt 1 failed: worker:1 exited with code 137" in text
+    assert policy.diagnostics(ok=True, attempt=1, max_attempts=1, failures=[]).startswith("tony-airflow: SUCCEEDED")
+    failed = policy.diagnostics(ok=False, attempt=2, max_attempts=2,
+                                failures=["attempt 1/2: a", "attempt 2/2: b"])
+    assert failed.startswith("tony-airflow: FAILED") and "attempt 1/2: a" in failed

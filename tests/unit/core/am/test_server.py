@@ -1,0 +1,58 @@
+"""The AM's registry server: bad bodies, refused requests (issue #15, items 10, 22)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from tests.unit.core.support import SECRET, make_job, serve, signed
+from tony_airflow.core import protocol
+from tony_airflow.core.am import server
+from tony_airflow.core.am.registry import Registry
+
+
+# ---------------------------------------------------- 10, 22: the AM's server
+@pytest.mark.parametrize("path,payload", [
+    (protocol.REGISTER, {"type": "worker"}),
+    (protocol.REGISTER, {"type": "worker", "index": "x", "attempt": 1, "host": "h", "port": 1}),
+    (protocol.HEARTBEAT, [1, 2]),
+    (protocol.FINISHED, {"type": "worker", "index": 0, "attempt": 1}),
+    (protocol.FINISHED, b"{not json"),
+])
+def test_a_signed_but_malformed_body_gets_400(path, payload):
+    async def scenario():
+        reg = Registry(make_job("worker:1"), "app_1")
+        reg.new_attempt(1)
+        client = await serve(server.build_app(reg, SECRET))
+        try:
+            body, headers = signed("POST", path, payload)
+            resp = await client.post(path, data=body, headers=headers)
+            assert resp.status == 400, await resp.text()
+            assert "error" in await resp.json()
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_refused_requests_are_counted_and_logged_as_a_rate_limited_summary(caplog):
+    async def scenario():
+        reg = Registry(make_job("worker:1"), "app_1")
+        reg.new_attempt(1)
+        app = server.build_app(reg, SECRET)
+        client = await serve(app)
+        try:
+            for _ in range(300):
+                resp = await client.post(protocol.REGISTER, data=b"{}")
+                assert resp.status == 401
+            status = await (await client.get(protocol.STATUS_JSON)).json()
+            assert status["refused_requests"] == 300
+            assert len(app[server.REFUSED].sample) <= server.REFUSED_SAMPLE
+        finally:
+            await client.close()
+
+    with caplog.at_level(logging.WARNING, logger="tony.am.server"):
+        asyncio.run(scenario())
+    assert 1 <= len([r for r in caplog.records if "refused" in r.getMessage()]) <= 3

@@ -1,0 +1,74 @@
+"""The executor: refusals, a lost AM, a long stderr line (issue #15, items 7, 10, 14, 17)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import sys
+import time
+
+import pytest
+
+from tests.unit.core.support import SECRET, make_job, serve
+from tony_airflow.core import protocol
+from tony_airflow.core.am import server
+from tony_airflow.core.am.registry import Registry
+
+
+# ---------------------------------------------------- 10, 7, 14, 17: the executor
+def test_the_executor_turns_a_refusal_into_a_one_line_error():
+    from tony_airflow.core.executor.task import RefusedByAM, RegistryClient
+
+    async def scenario():
+        reg = Registry(make_job("worker:1"), "app_1")
+        reg.new_attempt(2)
+        client = await serve(server.build_app(reg, SECRET))
+        try:
+            rc = RegistryClient(f"127.0.0.1:{client.port}", SECRET)
+            with pytest.raises(RefusedByAM, match="attempt 1 is over"):
+                await asyncio.to_thread(rc.call, "POST", protocol.REGISTER,
+                                        {"type": "worker", "index": 0, "attempt": 1, "host": "h", "port": 1})
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_executor_stops_its_command_when_the_am_is_gone(tmp_path):
+    """No AM answers: after the give-up time the command is stopped and the executor exits non-zero."""
+    from tony_airflow.core.executor.task import AM_LOST_EXIT, Executor, RegistryClient
+    from tony_airflow.core.runtimes import TaskIdentity
+
+    job = make_job("worker:1", timeouts={"heartbeat": 2}, heartbeat_interval=0.2)
+    job.command = f"{sys.executable} -c 'import time; time.sleep(120)'"
+    me = TaskIdentity(type="worker", index=0, attempt=1, app_id="app_1")
+
+    class AMThatDiesAfterTheSpec(RegistryClient):
+        def call(self, method, path, payload=None, retries=5, timeout=None):
+            if path == protocol.REGISTER:
+                return {"ok": True, "gpus": []}
+            if path.startswith(protocol.CLUSTER_SPEC):
+                return {"state": "ready", "spec": {"hosts": {"ps": [], "worker": ["h:1"]}}}
+            raise ConnectionRefusedError("connection refused")
+
+    executor = Executor(job, me, AMThatDiesAfterTheSpec("127.0.0.1:9", SECRET), "h", local=True)
+    started = time.monotonic()
+    code = executor.run()
+    took = time.monotonic() - started
+    assert code == AM_LOST_EXIT
+    assert took < 15, took
+    assert executor.child is not None and not executor.child.alive()
+
+
+def test_the_stderr_pump_caps_a_line_without_newline(tmp_path):
+    from tony_airflow.core.executor.child import TAIL_CHARS, UserProcess
+
+    sink = io.BytesIO()
+    code = "import sys; sys.stderr.write('x' * (20 * 2**20)); sys.stderr.write('END'); sys.exit(3)"
+    proc = UserProcess(f"{sys.executable} -c \"{code}\"", dict(os.environ), stderr_sink=sink)
+    assert proc.wait() == 3
+    tail = proc.stderr_tail()
+    assert len(tail) <= TAIL_CHARS and tail.endswith("END")
+    assert sink.tell() == 20 * 2**20 + 3  # everything still reaches the container log
+    assert proc.max_buffered <= 2**20

@@ -1,0 +1,10 @@
+"""The command lines: thin adapters that parse arguments, call the core, and exit 0, 1 or 2.
+
+- `tony` (tony.py): the local cluster, submit, status, kill, history, logs, oozie workflow
+- `ytf-submit` (submit.py): seed 001's submitter
+- `tony-azkaban` (azkaban.py), `tony-oozie` (oozie.py): the workflow engines' entry points
+- `python -m tony_airflow.cli.dag_test` (dag_test.py): one DAG file through Airflow's `dag.test()`
+
+common.py holds what they share: the one-line parser and the error-to-exit-code runner.
+Nothing outside this package imports it.
+"""

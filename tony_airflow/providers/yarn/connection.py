@@ -1,0 +1,86 @@
+"""The `yarn` connection's settings and its HTTP authentication, without Airflow.
+
+Plain data so that the hook (in a worker) and the trigger (in the triggerer,
+which carries them serialized) share one reading of a connection, and so that
+this module imports nothing of Airflow's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from tony_airflow.errors import UsageError
+from tony_airflow.yarn.discovery import resolve_conf_dir
+from tony_airflow.yarn.hadoop_conf import HadoopConf
+
+AUTH_TYPES = ("simple", "kerberos")
+EXTRA_KEYS = ("hadoop_conf_dir", "rm_addresses", "queue", "auth", "principal", "keytab")
+
+
+@dataclass(frozen=True)
+class YarnSettings:
+    """What a `yarn` connection says, resolved; plain data so a trigger can carry it."""
+
+    rm_addresses: list[str] = field(default_factory=list)
+    hadoop_conf_dir: str | None = None
+    queue: str | None = None
+    user: str | None = None
+    auth: str = "simple"
+    principal: str | None = None
+    keytab: str | None = None
+
+    @classmethod
+    def from_connection(cls, conn: Any) -> YarnSettings:
+        extra = conn.extra_dejson or {}
+        unknown = sorted(set(extra) - set(EXTRA_KEYS))
+        if unknown:
+            raise UsageError(f"yarn connection {conn.conn_id!r}: unknown extra {unknown[0]!r}; "
+                             f"allowed: {', '.join(EXTRA_KEYS)}")
+        auth = str(extra.get("auth") or "simple").lower()
+        if auth not in AUTH_TYPES:
+            raise UsageError(f"yarn connection {conn.conn_id!r}: auth {auth!r}; allowed: {', '.join(AUTH_TYPES)}")
+        if auth == "kerberos" and not (extra.get("principal") and extra.get("keytab")):
+            raise UsageError(f"yarn connection {conn.conn_id!r}: auth 'kerberos' needs extras 'principal' and 'keytab'")
+        addresses = extra.get("rm_addresses") or []
+        if isinstance(addresses, str):
+            addresses = addresses.split(",")
+        if conn.host:
+            scheme = "https" if (conn.schema or "").lower() == "https" else "http"
+            for host in conn.host.split(","):
+                host = host.strip()
+                if not host:
+                    continue
+                if "://" not in host:
+                    host = f"{scheme}://{host}"
+                if conn.port and host.count(":") < 2:
+                    host = f"{host}:{conn.port}"
+                addresses.append(host)
+        return cls(rm_addresses=[a.strip() for a in addresses if a.strip()],
+                   hadoop_conf_dir=extra.get("hadoop_conf_dir") or None, queue=extra.get("queue") or None,
+                   user=conn.login or None, auth=auth, principal=extra.get("principal"), keytab=extra.get("keytab"))
+
+    def resolved(self) -> YarnSettings:
+        """Fill the ResourceManager addresses from the configuration directory when not given."""
+        if self.rm_addresses:
+            return self
+        conf_dir = self.hadoop_conf_dir or resolve_conf_dir()
+        if conf_dir is None:
+            raise UsageError("yarn connection: no ResourceManager address, no hadoop_conf_dir, HADOOP_CONF_DIR "
+                             "unset and no local cluster; set the connection's host or run `tony cluster up`")
+        # hadoop_conf_dir stays as given: unset, the core client takes HADOOP_CONF_DIR or the local cluster
+        return YarnSettings(**{**self.__dict__, "rm_addresses": HadoopConf.load(conf_dir).rm_web_addresses()})
+
+
+def http_auth(settings: YarnSettings) -> httpx.Auth | None:
+    """SPNEGO for a Kerberos cluster (needs the optional `httpx-gssapi`), nothing for simple auth."""
+    if settings.auth != "kerberos":
+        return None
+    try:
+        from httpx_gssapi import HTTPSPNEGOAuth
+    except ImportError:
+        raise UsageError("yarn connection: auth 'kerberos' needs the httpx-gssapi package; "
+                         "pip install 'tony-airflow[kerberos]'") from None
+    return HTTPSPNEGOAuth()
