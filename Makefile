@@ -21,10 +21,13 @@ venv: $(STAMP)
 ## make demo: start the local YARN + HDFS and run the example job on it.
 demo: $(STAMP)
 	$(BIN)/tony cluster up
-	$(BIN)/python -m tony_airflow.demo
+	$(BIN)/python -m tony_airflow.cli.demo
 
-## make test: the whole test suite; end-to-end tests start their own local cluster.
+## make test: lint and types, then the whole test suite; end-to-end tests start their own local cluster.
+## `pytest -m "not e2e"` is the fast loop (no cluster).
 test: $(STAMP) browser
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 ## make bench: every benchmark on the local cluster; writes docs/BENCHMARKS.md and docs/bench/*.png.

@@ -125,7 +125,7 @@ def docker_env(job: JobSpec, hadoop_conf_dir: str | None = None) -> dict[str, st
 
     Only the task containers run in the image; the AM runs natively. Mounted
     read-only: HADOOP_CONF_DIR and JAVA_HOME; read-write: local (non-HDFS)
-    input and output paths, so seed 001's contract holds inside the container.
+    input and output paths, so the task environment (docs/ARCHITECTURE.md) holds inside the container.
     """
     if not job.docker_image:
         return {}

@@ -1,7 +1,7 @@
 """The task environment (docs/ARCHITECTURE.md, "The task environment"), per framework.
 
 Given the published cluster (every task's host:port) and one task's identity,
-produce the variables its command sees, so that programs written for seed 001
+produce the variables its command sees, so that programs written for `ytf-submit`
 (`DTF_*`), for TonY (`JOB_NAME`, `CLUSTER_SPEC`, ...) and for TensorFlow
 (`TF_CONFIG`) or PyTorch run unchanged.
 """

@@ -107,7 +107,7 @@ def check_type_name(name: str, field_name: str) -> None:
 
 @dataclass
 class ResourceForms:
-    """The three forms of seed 001 for one resource: general, per type, per task."""
+    """The three forms of one resource (README, "Submitting a job"): general, per type, per task."""
 
     general: Any = None
     per_type: dict[str, Any] = field(default_factory=dict)
@@ -216,7 +216,7 @@ class JobSpec:
     tensorboard: bool = False
     docker_image: str = ""
     python_venv: str = ""  # a packed environment (venv-pack .tar.gz) used as the tasks' Python
-    client_mode: bool = False  # the chief runs in the submitting process (seed 001's --client)
+    client_mode: bool = False  # the chief runs in the submitting process (--client)
     max_attempts: int = 1
     timeouts: Timeouts = field(default_factory=Timeouts)
     framework: str = "tensorflow"

@@ -3,7 +3,7 @@
 Azkaban's ProcessJob runs this (`tony-azkaban`, named by the plugin's
 `plugin.properties`) with the job's flattened properties in $JOB_PROP_FILE and
 reads $JOB_OUTPUT_PROP_FILE back for the downstream jobs. Keys are TonY's own
-Azkaban jobtype keys and the seed-001 job fields; keys in our namespaces that
+Azkaban jobtype keys and the job fields of `ytf-submit` (README, "Submitting a job"); keys in our namespaces that
 we do not know (or that look like a typo of one) are refused in one line.
 Other keys are left alone: Azkaban puts its own and the flow's parameters in
 the same file.
@@ -27,7 +27,7 @@ from tony_airflow.core.runner import Outcome, run_to_completion
 from tony_airflow.core.spec import build_job_spec, parse_env_pairs
 from tony_airflow.errors import UsageError
 
-# seed-001 / job-file fields accepted as they are; the seed's `command` is `task_command` here, because
+# ytf-submit / job-file fields accepted as they are; ytf-submit's `command` is `task_command` here, because
 # `command` is what Azkaban's ProcessJob itself runs (this entry point, set by plugin.properties)
 SEED_KEYS = ("cluster_requirement", "task_command", "task_memory", "task_vcores", "task_gpus", "node_label", "input",
              "output", "script", "docker_image", "name", "queue", "max_attempts", "tensorboard", "framework",

@@ -94,3 +94,14 @@ def terminate(pids: list[int], grace: float = 10.0) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of one process, from /proc/PID/status (bench/ measures the AM and the executors)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-DAG_FILE = Path(__file__).resolve().parents[1] / "dags_examples" / "tony_pipeline.py"
+DAG_FILE = Path(__file__).resolve().parents[2] / "dags_examples" / "tony_pipeline.py"
 
 
 def point_yarn_default_at_the_local_cluster() -> None:
