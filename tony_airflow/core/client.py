@@ -182,7 +182,8 @@ class JobHandle:
         """`skein_client`: a skein client, or a function that makes one when progress is first asked for."""
         self.app_id = app_id
         self.rm = rm
-        self._skein_source = skein_client
+        self._skein_client = None if callable(skein_client) else skein_client
+        self._skein_factory = skein_client if callable(skein_client) else None
         self._app_client: Any = None
         self.last_report: ApplicationReport | None = None
         self._secret = ""
@@ -205,14 +206,13 @@ class JobHandle:
 
     @property
     def _skein(self) -> skein.Client | None:
-        source = self._skein_source
-        if source is None or isinstance(source, skein.Client):
-            return source
-        try:
-            self._skein_source = source()
-        except Exception:  # no driver: progress is a nicety, the RM report is what counts
-            self._skein_source = None
-        return self._skein_source
+        if self._skein_client is None and self._skein_factory is not None:
+            factory, self._skein_factory = self._skein_factory, None
+            try:
+                self._skein_client = factory()
+            except Exception:  # no driver: progress is a nicety, the RM report is what counts
+                self._skein_client = None
+        return self._skein_client
 
     def progress(self) -> Progress | None:
         """The AM's own counts (allocated, registered, ...), read from skein's key-value store."""

@@ -50,5 +50,6 @@ def test_a_reconnected_handle_reads_progress_and_refuses_local_tasks_in_one_line
     handle = JobHandle("application_1_1", rm=None, skein_client=lambda: FakeSkein())
     progress = handle.progress()
     assert progress is not None and progress.total == 2
+    assert handle.progress() == progress  # the client made once is kept
     with pytest.raises(UsageError, match="client mode"):
         handle.run_local_tasks()
