@@ -85,7 +85,7 @@ def test_generator_bad_input_is_one_line_and_exit_2():
     proc = tony("oozie", "workflow", "-r", "worker:zero", "python3 t.py")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
-        "error: cluster_requirement (worker): 'zero' is not a whole number; allowed: a whole number >= 1"]
+        "error: cluster_requirement (worker): 'zero' is not a whole number; allowed: a whole number from 1 to 10000"]
 
 
 def run_action(oozie_jars: list[str], workflow: Path, work: Path, wf_id: str, **popen) -> subprocess.Popen:

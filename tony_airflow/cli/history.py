@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from tony_airflow.cli.common import check_app_id
-from tony_airflow.errors import ClusterError, UsageError
+from tony_airflow.errors import UsageError
 
 TASK = re.compile(r"^[a-z][a-z0-9_]*:\d+$")
 AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -31,10 +31,7 @@ def _store(args: argparse.Namespace):
     from tony_airflow.core.spec import check_history_dir
 
     directory = check_history_dir(history_dir(args.history_dir), "history-dir")
-    try:
-        return HistoryStore.open(directory)
-    except RuntimeError as exc:  # no Hadoop configuration: nowhere to read HDFS from
-        raise ClusterError(f"history-dir: {exc}") from None
+    return HistoryStore.open(directory)  # without a cluster: yarn.discovery's one line
 
 
 def _rm() -> Any:

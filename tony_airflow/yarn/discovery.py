@@ -75,6 +75,14 @@ def resolve_conf_dir() -> Path | None:
     return conf if (conf / "yarn-site.xml").exists() else None
 
 
+def require_conf_dir() -> Path:
+    """resolve_conf_dir(), or the one line that says there is no cluster (exit 2)."""
+    found = resolve_conf_dir()
+    if found is None:
+        raise UsageError(NO_CLUSTER)
+    return found
+
+
 def discover(conf_dir: str | Path | None = None) -> ClusterConfig:
     """The cluster to use; UsageError (one line) when there is none."""
     if conf_dir:

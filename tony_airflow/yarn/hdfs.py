@@ -11,7 +11,7 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from tony_airflow.yarn.discovery import resolve_conf_dir
+from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 
 if TYPE_CHECKING:  # fsspec is a tenth of a second to import: loaded when a filesystem is made
@@ -23,9 +23,7 @@ def webhdfs(conf: HadoopConf | None = None, user: str | None = None) -> WebHDFS:
     from fsspec.implementations.webhdfs import WebHDFS
 
     if conf is None:
-        conf_dir = resolve_conf_dir()
-        if conf_dir is None:
-            raise RuntimeError("no Hadoop configuration: set HADOOP_CONF_DIR or run `tony cluster up`")
+        conf_dir = require_conf_dir()
         conf = HadoopConf.load(conf_dir)
     address = urlparse(conf.namenode_web_address())
     user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from tony_airflow.errors import ClusterError
-from tony_airflow.yarn.discovery import resolve_conf_dir
+from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 
 
@@ -132,10 +132,7 @@ class _Base:
     @classmethod
     def from_conf(cls, conf: HadoopConf | None = None, **kwargs: Any):
         if conf is None:
-            conf_dir = resolve_conf_dir()
-            if conf_dir is None:
-                raise ResourceManagerError(
-                    "no Hadoop configuration: set HADOOP_CONF_DIR or run `tony cluster up`")
+            conf_dir = require_conf_dir()
             conf = HadoopConf.load(conf_dir)
         return cls(conf.rm_web_addresses(), **kwargs)
 
