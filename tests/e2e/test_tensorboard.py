@@ -79,6 +79,21 @@ def test_tensorboard_from_the_tracking_url(local_cluster, rm):
         ARTIFACTS.mkdir(exist_ok=True)
         time.sleep(3)
         browser.save_screenshot(str(ARTIFACTS / "tensorboard.png"))
+        # HParams posts JSON: through the tracking URL it must arrive as JSON (issue #15, item 11)
+        browser.get(browser.current_url.split("#")[0] + "#hparams")
+        deadline = time.monotonic() + 90
+        text = ""
+        while "learning_rate" not in text:
+            if time.monotonic() > deadline:
+                browser.save_screenshot(str(ARTIFACTS / "tensorboard-hparams-failed.png"))
+                raise AssertionError(f"no hparams in TensorBoard; saw: {text[-300:]}")
+            time.sleep(2)
+            text = browser.execute_script(DEEP_TEXT)
+        statuses = browser.execute_script(
+            "return performance.getEntriesByType('resource')"
+            ".filter(e => e.name.includes('/data/plugin/hparams/')).map(e => e.responseStatus)")
+        assert statuses and set(statuses) == {200}, statuses
+        browser.save_screenshot(str(ARTIFACTS / "tensorboard-hparams.png"))
     finally:
         if browser is not None:
             browser.quit()

@@ -82,6 +82,12 @@ def main() -> None:
     resumed = os.path.isdir(backup) and any(os.scandir(backup))
     print(f"attempt {os.environ.get('TONY_ATTEMPT', '1')}: {'resuming from ' + backup if resumed else 'starting fresh'}",
           flush=True)
+    if chief:  # the run's settings, for TensorBoard's HParams dashboard
+        from tensorboard.plugins.hparams import api as hparams
+
+        with tf.summary.create_file_writer(os.path.join(own, "tensorboard", "hparams")).as_default():
+            hparams.hparams({"learning_rate": 0.01, "batch": args.batch, "epochs": args.epochs},
+                            trial_id=f"digits-{os.environ.get('TONY_APPLICATION_ID', 'local')}")
     log = EpochLog(args.sleep_per_epoch, args.steps_per_epoch)
     model.fit(data, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=0, callbacks=[
         keras.callbacks.BackupAndRestore(backup_dir=backup),
