@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import socket
@@ -20,7 +19,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
@@ -29,7 +27,7 @@ import skein
 from tony_airflow.core import protocol
 from tony_airflow.core.history.store import history_dir
 from tony_airflow.core.placement import initial_tasks, service_names
-from tony_airflow.core.protocol import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV
+from tony_airflow.core.protocol import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV, Progress
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn.discovery import ClusterConfig, discover
@@ -143,33 +141,6 @@ def docker_env(job: JobSpec, hadoop_conf_dir: str | None = None) -> dict[str, st
     if mounts:
         env["YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS"] = ",".join(mounts)
     return env
-
-
-@dataclass
-class Progress:
-    attempt: int = 0
-    max_attempts: int = 1
-    total: int = 0
-    allocated: int = 0
-    registered: int = 0
-    running: int = 0
-    finished: int = 0
-    spec_published: bool = False
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> Progress | None:
-        """The AM's progress record; fields a newer AM adds are ignored, a broken record is None."""
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return None
-        if not isinstance(data, dict):
-            return None
-        known = {f.name for f in dataclasses.fields(cls)}
-        try:
-            return cls(**{k: v for k, v in data.items() if k in known})
-        except TypeError:
-            return None
 
 
 SkeinSource = Union["skein.Client", Callable[[], "skein.Client"], None]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from tony_airflow.core.client import Progress
+from tony_airflow.core.protocol import Progress
 from tony_airflow.yarn.rest import ApplicationReport
 
 

@@ -15,7 +15,7 @@ import json
 import secrets
 import time
 from collections import OrderedDict
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -192,3 +192,43 @@ def parse_message(kind: type[M], body: bytes) -> M:
                 raise BadMessage(f"field {f.name!r} has the wrong type ({type(value).__name__})")
         values[f.name] = value
     return kind(**values)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the AM got, as it publishes it in skein's key-value store (PROGRESS_KEY) for clients."""
+
+    attempt: int = 0
+    max_attempts: int = 1
+    total: int = 0
+    allocated: int = 0
+    registered: int = 0
+    running: int = 0
+    finished: int = 0
+    spec_published: bool = False
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Progress | None:
+        """The AM's progress record; fields a newer AM adds are ignored, a broken record is None."""
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        known = {f.name for f in fields(cls)}
+        try:
+            return cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError:
+            return None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class ClusterSpecAnswer:
+    """The AM's answer to a cluster-spec long poll."""
+
+    state: str                              # "ready", "wait" (ask again) or "stop" (the attempt is over)
+    spec: dict[str, Any] | None = None      # with "ready": {"app_id", "attempt", "hosts": {type: [host:port]}}

@@ -12,7 +12,7 @@ from tony_airflow.core import protocol
 
 
 def test_progress_from_a_newer_am_with_more_fields_is_read():
-    from tony_airflow.core.client import Progress
+    from tony_airflow.core.protocol import Progress
 
     p = Progress.from_json(json.dumps({"attempt": 1, "max_attempts": 1, "total": 3, "allocated": 3,
                                        "registered": 3, "running": 3, "finished": 0, "spec_published": True,

@@ -37,6 +37,7 @@ from tony_airflow.core.protocol import (
     STATUS_URL_KEY,
     SUBMITTED_AT_ENV,
     TENSORBOARD_URL_KEY,
+    Progress,
 )
 from tony_airflow.core.spec import JobSpec
 
@@ -114,15 +115,16 @@ class ApplicationMaster:
         self._publish_tensorboard()
         failures: list[str] = []
         try:
-            for attempt in range(1, self.job.max_attempts + 1):
+            attempt = 1
+            while True:
                 outcome = await self.run_attempt(attempt)
                 if outcome.ok:
                     return "SUCCEEDED", policy.diagnostics(True, attempt, self.job.max_attempts, failures)
                 failures.append(f"attempt {attempt}/{self.job.max_attempts}: {outcome.reason}")
                 log.error("attempt %d failed: %s", attempt, outcome.reason)
-                if self._app_timed_out():
-                    break
-            return "FAILED", policy.diagnostics(False, self.registry.attempt, self.job.max_attempts, failures)
+                if not policy.retry(outcome, attempt, self.job, self.started, time.time()):
+                    return "FAILED", policy.diagnostics(False, attempt, self.job.max_attempts, failures)
+                attempt += 1
         finally:
             self._report_progress(force=True)
             await runner.cleanup()
@@ -218,10 +220,6 @@ class ApplicationMaster:
     def _decide(self, attempt_start: float) -> Outcome | None:
         return policy.decide(self.job, self.registry.tasks.values(), attempt_start, self.started, time.time())
 
-    def _app_timed_out(self) -> bool:
-        limit = self.job.timeouts.application
-        return bool(limit) and time.time() - self.started > limit
-
     async def _poll_containers(self) -> None:
         containers = await asyncio.to_thread(self.app.get_containers, None, list(skein.model.ContainerState))
         for c in containers:
@@ -268,9 +266,8 @@ class ApplicationMaster:
                 reg.container_gone(key, "stopped by the AM")
 
     def _report_progress(self, force: bool = False) -> None:
-        status = {"attempt": self.registry.attempt, "max_attempts": self.job.max_attempts,
-                  **self.registry.counts(), "spec_published": self.registry.spec_published}
-        text = json.dumps(status, sort_keys=True)
+        text = Progress(attempt=self.registry.attempt, max_attempts=self.job.max_attempts,
+                        spec_published=self.registry.spec_published, **self.registry.counts()).to_json()
         if text == self._last_progress and not force:
             return
         self._last_progress = text

@@ -104,6 +104,14 @@ def decide(job: JobSpec, tasks: Iterable[TaskView], attempt_start: float, app_st
     return None
 
 
+def retry(outcome: Outcome, attempt: int, job: JobSpec, app_start: float, now: float) -> bool:
+    """After an attempt: start the whole cluster again? Only after a failure, while attempts are
+    left and the application timeout has not fired (another attempt could not finish in time)."""
+    if outcome.ok or attempt >= job.max_attempts:
+        return False
+    return not (job.timeouts.application and now - app_start > job.timeouts.application)
+
+
 def _awaits_yarn_reason(task: TaskView, now: float) -> bool:
     """A task killed by a signal it was not asked to take: YARN may say why (memory limits)."""
     return (task.exit_code in KILLED_BY_SIGNAL and not task.stop_requested and not task.yarn_diagnostics

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
 from aiohttp import web
@@ -91,7 +91,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         except (KeyError, ValueError):
             return web.json_response({"error": "attempt, wait and index must be numbers"}, status=400)
         state, spec = await registry.wait_spec(attempt, wait, task)
-        return web.json_response({"state": state, "spec": spec})
+        return web.json_response(asdict(protocol.ClusterSpecAnswer(state, spec)))
 
     async def heartbeat(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Heartbeat)

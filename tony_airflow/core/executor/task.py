@@ -198,7 +198,7 @@ class Executor:
                 "&wait=20")
         while not self.stop_requested.is_set():
             try:
-                answer = self.registry.call("GET", path, retries=2)
+                answer = protocol.ClusterSpecAnswer(**self.registry.call("GET", path, retries=2))
             except (OSError, http.client.HTTPException) as exc:
                 if self._silent_for() > self.give_up_s:
                     self._lose_am(exc)
@@ -206,9 +206,9 @@ class Executor:
                 time.sleep(min(self.job.heartbeat_interval, 1.0))
                 continue
             self._answered()
-            if answer["state"] == "ready":
-                return answer["spec"]
-            if answer["state"] == "stop":
+            if answer.state == "ready":
+                return answer.spec
+            if answer.state == "stop":
                 return None
         return None
 

@@ -119,3 +119,24 @@ def test_diagnostics_of_a_success_after_a_failed_attempt_say_it_succeeded():
     failed = policy.diagnostics(ok=False, attempt=2, max_attempts=2,
                                 failures=["attempt 1/2: a", "attempt 2/2: b"])
     assert failed.startswith("tony-airflow: FAILED") and "attempt 1/2: a" in failed
+
+
+@pytest.mark.parametrize("ok,attempt,max_attempts,app_timeout,age,expected", [
+    (True, 1, 3, 0, 10, False),     # succeeded: nothing to retry
+    (False, 1, 1, 0, 10, False),    # no attempts left
+    (False, 1, 2, 0, 10, True),     # failover: the whole cluster again
+    (False, 2, 2, 0, 10, False),    # the last attempt failed
+    (False, 1, 3, 30, 31, False),   # the application timeout fired: another attempt could not finish
+    (False, 1, 3, 30, 10, True),
+])
+def test_failover_decision(ok, attempt, max_attempts, app_timeout, age, expected):
+    job = make_job("worker:1", max_attempts=max_attempts, timeouts={"application": app_timeout})
+    outcome = policy.Outcome(ok, "" if ok else "worker:0 exited with code 1")
+    assert policy.retry(outcome, attempt, job, app_start=1000.0, now=1000.0 + age) is expected
+
+
+def test_every_framework_has_a_runtime():
+    from tony_airflow.core.runtimes import RUNTIMES
+    from tony_airflow.core.spec import FRAMEWORKS
+
+    assert set(RUNTIMES) == set(FRAMEWORKS)

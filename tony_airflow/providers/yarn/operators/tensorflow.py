@@ -17,8 +17,9 @@ from airflow.sdk import BaseOperator, ResumableJobMixin
 from airflow.sdk import conf as airflow_conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from tony_airflow.core.client import Progress, TonyClient
+from tony_airflow.core.client import TonyClient
 from tony_airflow.core.presentation import failure_line, progress_text, tensorboard_url
+from tony_airflow.core.protocol import Progress
 from tony_airflow.core.spec import JobSpec, build_job_spec, load_job_file
 from tony_airflow.errors import UsageError
 from tony_airflow.providers.yarn.hooks.yarn import YarnHook
