@@ -72,8 +72,8 @@ class ApplicationMaster:
         event log closed, if the NodeManager leaves the time for it.
         """
         me = asyncio.current_task()
-        assert me is not None  # run() is a coroutine run as a task by asyncio.run
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, me.cancel)
+        if me is not None:  # always, under asyncio.run
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, me.cancel)
         submitted = float(os.environ.get(SUBMITTED_AT_ENV) or self.started)
         self.history.emit(ev.JOB_SUBMITTED, at=submitted, app_id=self.app_id, name=self.job.name, user=self.user,
                           queue=self.job.queue, tags=self.job.tags, max_attempts=self.job.max_attempts,
@@ -97,8 +97,8 @@ class ApplicationMaster:
             diagnostics = f"tony-airflow AM error: {exc!r}; {traceback.format_exc(limit=3)[-800:]}"
         finally:
             flusher.cancel()
-        stopped_by = {"stopped_by": "SIGTERM"} if status == "KILLED" else {}
-        self.history.emit(ev.JOB_FINISHED, None, status=status, diagnostics=diagnostics, **stopped_by)
+        stopped_by: dict[str, Any] = {"stopped_by": "SIGTERM"} if status == "KILLED" else {}
+        self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics, **stopped_by)
         await opened
         await asyncio.to_thread(self.history.close)
         return status, diagnostics

@@ -70,8 +70,9 @@ class EventLog:
             pending = self.events[self._written:]
             if not pending:
                 return
+            if self.store is None:
+                return
             try:
-                assert self.store is not None  # started implies a store
                 self.store.append(self.app_id, [json.dumps(e, sort_keys=True, default=str) for e in pending])
                 self._written += len(pending)
                 self._failing = False
