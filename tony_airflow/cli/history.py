@@ -28,7 +28,7 @@ def parse_age(text: str, field: str = "max-age") -> float:
 
 def _store(args: argparse.Namespace):
     from tony_airflow.core.history.store import HistoryStore, history_dir
-    from tony_airflow.core.spec import check_history_dir
+    from tony_airflow.core.spec_values import check_history_dir
 
     directory = check_history_dir(history_dir(args.history_dir), "history-dir")
     return HistoryStore.open(directory)  # without a cluster: yarn.discovery's one line

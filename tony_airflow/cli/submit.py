@@ -15,7 +15,8 @@ from typing import Any
 from tony_airflow.cli.common import OneLineParser, run
 from tony_airflow.core.client import JobHandle, TonyClient
 from tony_airflow.core.runner import run_to_completion
-from tony_airflow.core.spec import build_job_spec, load_job_file, parse_env_pairs
+from tony_airflow.core.spec import build_job_spec, load_job_file
+from tony_airflow.core.spec_values import parse_env_pairs
 from tony_airflow.errors import UsageError
 
 

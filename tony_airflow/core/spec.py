@@ -1,35 +1,39 @@
 """The job spec: the one data model every front end fills and the AM executes.
 
-Parsing and validation live here and only here. Every refusal is a
-`UsageError` whose one line names the field and what is allowed.
+Validation lives here (the whole job) and in spec_values.py (one field's
+value). Every refusal is a `UsageError` whose one line names the field and
+what is allowed.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
-import re
-import tarfile
-import zipfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tony_airflow.core.spec_values import (
+    ENV_NAME,
+    MAX_INSTANCES,
+    ResourceForms,
+    check_data_path,
+    check_history_dir,
+    check_packed_env,
+    check_src_dir,
+    check_type_name,
+    parse_count,
+    parse_env_pairs,
+    parse_memory_mb,
+    parse_requirement,
+    parse_seconds,
+    size_text,
+)
 from tony_airflow.errors import UsageError
 
 # Matched with fullmatch: `$` would also admit a trailing newline.
-TYPE_NAME = re.compile(r"[a-z][a-z0-9_]*")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-RESOURCE_FORM = re.compile(r"^(?:(?P<type>[^:\[\]]+?)(?:\[(?P<index>[^\]]*)\])?:)?(?P<value>.+)$")
-MEMORY = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?(?:e\+?\d+)?)\s*(?P<unit>[KMGT]i?B?|[KMGT]|B)?\s*$", re.IGNORECASE)
-_UNIT_MB = {"": 1, "B": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-
-# Seed 001 defaults to 8192 MiB; 2 GiB lets a ps + 2 workers + TensorBoard job
-# fit a single NodeManager, and is what a small TensorFlow task needs.
 DEFAULT_MEMORY_MB = 2048
 # The built-in command of the TensorBoard sidecar that `tensorboard: true` adds.
 TENSORBOARD_COMMAND = "exec ${TONY_PYTHON:-python3} -m tony_airflow.core.tensorboard_task"
@@ -39,133 +43,9 @@ DEFAULT_UNTRACKED = ("ps",)
 DEFAULT_SIDECARS = ("tensorboard",)
 ROLES = ("tracked", "untracked", "sidecar")
 # Bounds that keep nonsense from hanging the client or the AM (docs: README, "Limits").
-MAX_INSTANCES = 10_000          # per type; the registry is measured up to 5000 (bench.registry_scale)
 MIN_HEARTBEAT_INTERVAL_S = 0.1
-MAX_SRC_DIR_BYTES = 256 * 2**20  # src_dir is zipped and shipped with every task; data belongs in HDFS
 MAX_JOB_FILE_BYTES = 2**20
 FRAMEWORKS = ("tensorflow", "pytorch", "generic")
-
-
-def parse_memory_mb(text: str | int, field_name: str) -> int:
-    """'2048' (MiB), '2 GiB', '512M', '1.5g' -> MiB; refuses zero, negatives and nonsense."""
-    if isinstance(text, bool):
-        raise UsageError(f"{field_name}: {text!r} is not a memory size; allowed: a positive number of MiB or e.g. '2 GiB'")
-    if isinstance(text, (int, float)):
-        text = repr(text) if isinstance(text, float) and math.isfinite(text) else str(text)
-    if not isinstance(text, str):
-        raise UsageError(f"{field_name}: {text!r} is not a memory size; allowed: a positive number of MiB or e.g. '2 GiB'")
-    match = MEMORY.match(text)
-    if not match:
-        raise UsageError(f"{field_name}: {text!r} is not a memory size; allowed: a positive number of MiB or e.g. '2 GiB'")
-    unit = (match["unit"] or "").upper()[:1]
-    mb = int(float(match["num"]) * _UNIT_MB[unit])
-    if mb <= 0:
-        raise UsageError(f"{field_name}: {text!r} must be at least 1 MiB")
-    return mb
-
-
-def parse_count(text: str | int, field_name: str, minimum: int = 1, maximum: int | None = None) -> int:
-    allowed = f"a whole number >= {minimum}" if maximum is None else f"a whole number from {minimum} to {maximum}"
-    if isinstance(text, bool) or not isinstance(text, (str, int)):
-        raise UsageError(f"{field_name}: {text!r} is not a whole number; allowed: {allowed}")
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise UsageError(f"{field_name}: {text!r} is not a whole number; allowed: {allowed}") from None
-    if value < minimum:
-        raise UsageError(f"{field_name}: {value} is too small; allowed: {allowed}")
-    if maximum is not None and value > maximum:
-        shown = str(value) if len(str(value)) <= 12 else f"{str(value)[:12]}..."
-        raise UsageError(f"{field_name}: {shown} is too large; allowed: at most {maximum}")
-    return value
-
-
-def parse_requirement(text: str) -> dict[str, int]:
-    """'ps:1,worker:4' -> {'ps': 1, 'worker': 4} (order kept)."""
-    field_name = "cluster_requirement"
-    allowed = "'<type>:<count>,...' such as 'ps:1,worker:2'"
-    if not text or not text.strip():
-        raise UsageError(f"{field_name}: is empty; allowed: {allowed}")
-    result: dict[str, int] = {}
-    for part in text.split(","):
-        name, sep, count = part.strip().partition(":")
-        if not sep or not name.strip() or not count.strip():
-            raise UsageError(f"{field_name}: {part.strip()!r} is malformed; allowed: {allowed}")
-        name = name.strip()
-        check_type_name(name, field_name)
-        if name in result:
-            raise UsageError(f"{field_name}: type {name!r} is given twice; allowed: each type once")
-        result[name] = parse_count(count, f"{field_name} ({name})", maximum=MAX_INSTANCES)
-    return result
-
-
-def check_type_name(name: str, field_name: str) -> None:
-    if not TYPE_NAME.fullmatch(name):
-        raise UsageError(f"{field_name}: {name!r} is not a valid type name; "
-                         "allowed: lower-case letters, digits and '_', starting with a letter")
-
-
-@dataclass
-class ResourceForms:
-    """The three forms of one resource (README, "Submitting a job"): general, per type, per task."""
-
-    general: Any = None
-    per_type: dict[str, Any] = field(default_factory=dict)
-    per_task: dict[tuple[str, int], Any] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, values: Any, field_name: str, parse_value: Callable[[str, str], Any]) -> ResourceForms:
-        """`values`: one form or a list of them, from an option (str) or a job file (also numbers)."""
-        forms = cls()
-        if values is None:
-            return forms
-        if isinstance(values, (str, int, float)):
-            values = [values]
-        if not isinstance(values, (list, tuple)):
-            raise UsageError(f"{field_name}: {values!r} is malformed; allowed: '<value>', '<type>:<value>', "
-                             "'<type>[<index>]:<value>' or a list of those")
-        for raw in values:
-            if isinstance(raw, float):
-                raw = repr(raw)
-            if not isinstance(raw, (str, int)) or isinstance(raw, bool):
-                raise UsageError(f"{field_name}: {raw!r} is malformed; allowed: '<value>', "
-                                 "'<type>:<value>' or '<type>[<index>]:<value>'")
-            for item in (str(raw).split(",") if not isinstance(raw, int) else [raw]):
-                item = str(item).strip()
-                match = RESOURCE_FORM.match(item) if item else None
-                if not match:
-                    raise UsageError(f"{field_name}: {raw!r} is malformed; allowed: '<value>', "
-                                     "'<type>:<value>' or '<type>[<index>]:<value>'")
-                value = parse_value(match["value"], field_name)
-                if match["type"] is None:
-                    forms.general = value
-                    continue
-                type_name = match["type"].strip()
-                check_type_name(type_name, field_name)
-                if match["index"] is None:
-                    forms.per_type[type_name] = value
-                else:
-                    index = parse_count(match["index"], f"{field_name} ({type_name} index)", minimum=0)
-                    forms.per_task[(type_name, index)] = value
-        return forms
-
-    def check_against(self, instances: Mapping[str, int], field_name: str) -> None:
-        for type_name in list(self.per_type) + [t for t, _ in self.per_task]:
-            if type_name not in instances:
-                raise UsageError(f"{field_name}: names unknown type {type_name!r}; "
-                                 f"allowed: {', '.join(instances)}")
-        for (type_name, index), _ in self.per_task.items():
-            if index >= instances[type_name]:
-                raise UsageError(f"{field_name}: {type_name}[{index}] is out of range; "
-                                 f"{type_name} has indexes 0..{instances[type_name] - 1}")
-
-    def resolve(self, type_name: str, index: int, default: Any) -> Any:
-        """The most specific form wins: per task, then per type, then general."""
-        if (type_name, index) in self.per_task:
-            return self.per_task[(type_name, index)]
-        if type_name in self.per_type:
-            return self.per_type[type_name]
-        return self.general if self.general is not None else default
 
 
 @dataclass
@@ -359,61 +239,6 @@ class JobSpec:
                                  f"{where}; the cluster has {have_mem / 1024:.1f} GiB and {have_vc} vcores there")
 
 
-def _is_root(path: str) -> bool:
-    """`hdfs://`, `hdfs:///`, `hdfs://nn:8020/`, `/`: a whole filesystem."""
-    if path.startswith("hdfs:"):
-        rest = path[len("hdfs:"):]
-        if rest.startswith("//"):
-            rest = rest[2:]
-            rest = rest[rest.find("/"):] if "/" in rest else ""
-        return rest.strip("/") == ""
-    if path.startswith("file://"):
-        return path[len("file://"):].strip("/") == ""
-    return path.strip() != "" and path.strip().strip("/") == ""
-
-
-def check_data_path(path: str, field_name: str) -> None:
-    """An input or output is a directory, never a filesystem's root (tasks copy all of it)."""
-    if path and _is_root(path):
-        raise UsageError(f"{field_name}: {path!r} is the root of the filesystem; allowed: a directory below it, "
-                         "such as hdfs:///data/run1")
-
-
-def check_src_dir(src_dir: str) -> None:
-    if not Path(src_dir).is_dir():
-        raise UsageError(f"src_dir: {src_dir} does not exist or is not a directory")
-    total = 0
-    for root, _dirs, files in os.walk(src_dir):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                continue
-            if total > MAX_SRC_DIR_BYTES:
-                break
-    if total > MAX_SRC_DIR_BYTES:
-        raise UsageError(f"src_dir: {src_dir} holds {_size_text(total)} or more; allowed: at most "
-                         f"{MAX_SRC_DIR_BYTES // 2**20} MiB (it is zipped and shipped with every task: put data "
-                         "in HDFS and pass it with -i)")
-
-
-def check_packed_env(path: str) -> None:
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"python_venv: {path} does not exist or is not a file")
-    is_archive = zipfile.is_zipfile(p) if path.endswith(".zip") else tarfile.is_tarfile(p)
-    if not is_archive:
-        raise UsageError(f"python_venv: {path} is not a .tar.gz, .tgz or .zip archive; allowed: a packed "
-                         "environment made by venv-pack")
-
-
-def _size_text(n: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
 def default_role(type_name: str) -> str:
     if type_name in DEFAULT_UNTRACKED:
         return "untracked"
@@ -450,7 +275,7 @@ def load_job_file(path: str) -> dict[str, Any]:
         raise UsageError(f"conf: {path} does not exist or is not a file")
     size = p.stat().st_size
     if size > MAX_JOB_FILE_BYTES:
-        raise UsageError(f"conf: {path} is {_size_text(size)}; allowed: a job file of at most 1 MiB")
+        raise UsageError(f"conf: {path} is {size_text(size)}; allowed: a job file of at most 1 MiB")
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -589,7 +414,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
     for key, value in raw_timeouts.items():
         if key not in _TIMEOUT_KEYS:
             raise UsageError(f"timeouts: unknown key {key!r}; allowed: {', '.join(sorted(_TIMEOUT_KEYS))}")
-        setattr(timeouts, key, _parse_seconds(value, f"timeout ({key})"))
+        setattr(timeouts, key, parse_seconds(value, f"timeout ({key})"))
 
     spec = JobSpec(
         tasks=tasks,
@@ -612,8 +437,8 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         python=str(opts.get("python", "python3")),
         am_memory_mb=parse_memory_mb(opts.get("am_memory", 512), "am_memory"),
         am_vcores=parse_count(opts.get("am_vcores", 1), "am_vcores"),
-        heartbeat_interval=_parse_seconds(opts.get("heartbeat_interval", 1.0), "heartbeat_interval", positive=True),
-        stop_grace=_parse_seconds(opts.get("stop_grace", 10.0), "stop_grace"),
+        heartbeat_interval=parse_seconds(opts.get("heartbeat_interval", 1.0), "heartbeat_interval", positive=True),
+        stop_grace=parse_seconds(opts.get("stop_grace", 10.0), "stop_grace"),
         history_dir=check_history_dir(str(opts.get("history_dir") or "").strip(), "history_dir"),
     )
     return spec.validate(check_paths=check_paths)
@@ -629,39 +454,3 @@ def _most_specific(forms: ResourceForms, type_name: str, own: Any, default: Any)
     return forms.general if forms.general is not None else default
 
 
-def check_history_dir(text: str, field_name: str) -> str:
-    """Refuse a history root that is not absolute (a relative HDFS path would depend on the user)
-    or that is a filesystem's root (the store would write there)."""
-    if text and not text.startswith(("/", "hdfs://", "file:///")):
-        raise UsageError(f"{field_name}: {text!r} is not an absolute path; allowed: /path or hdfs://... "
-                         "(HDFS) or file:///path (one machine)")
-    if text and _is_root(text):
-        raise UsageError(f"{field_name}: {text!r} is the root of the filesystem; allowed: a directory below it, "
-                         "such as /tmp/tony-history")
-    return text
-
-
-def _parse_seconds(value: Any, field_name: str, positive: bool = False) -> float:
-    if isinstance(value, bool):
-        raise UsageError(f"{field_name}: {value!r} is not a number of seconds")
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{field_name}: {value!r} is not a number of seconds") from None
-    if not math.isfinite(seconds):
-        raise UsageError(f"{field_name}: {value!r} is not a finite number; allowed: seconds >= 0 (0 = no limit)")
-    if seconds < 0 or (positive and seconds == 0):
-        raise UsageError(f"{field_name}: {value!r} must be {'> 0' if positive else '>= 0'} seconds")
-    return seconds
-
-
-def parse_env_pairs(pairs: Iterable[str]) -> dict[str, str]:
-    env = {}
-    for pair in pairs:
-        key, sep, value = str(pair).partition("=")
-        if not sep or not key:
-            raise UsageError(f"env: {pair!r} is malformed; allowed: KEY=VALUE")
-        if not ENV_NAME.fullmatch(key):
-            raise UsageError(f"env: {key!r} is not a variable name; allowed: letters, digits and '_'")
-        env[key] = value
-    return env

@@ -24,7 +24,8 @@ from typing import Any
 import javaproperties
 
 from tony_airflow.core.runner import Outcome, run_to_completion
-from tony_airflow.core.spec import build_job_spec, parse_env_pairs
+from tony_airflow.core.spec import build_job_spec
+from tony_airflow.core.spec_values import parse_env_pairs
 from tony_airflow.errors import UsageError
 
 # ytf-submit / job-file fields accepted as they are; ytf-submit's `command` is `task_command` here, because

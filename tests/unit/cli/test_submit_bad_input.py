@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from tony_airflow.cli import submit
-from tony_airflow.core.spec import build_job_spec, parse_memory_mb
+from tony_airflow.core.spec import build_job_spec
+from tony_airflow.core.spec_values import parse_memory_mb
 from tony_airflow.errors import UsageError
 
 S = str(Path(__file__).resolve().parents[2] / "payloads" / "sleep.py")  # whatever the working directory
