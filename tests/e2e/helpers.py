@@ -52,7 +52,7 @@ def maven_driver(driver_dir: Path, *maven_args: str) -> list[str]:
 
 def java_command(classpath: list[str], main_class: str, *args: str) -> tuple[list[str], dict[str, str]]:
     """A Java 17 command line with Hadoop's --add-opens, and an environment whose PATH finds our entry points."""
-    from tony_airflow.yarn.local.java import ADD_OPENS, find_java_home
+    from tony_airflow.yarn.jvm import ADD_OPENS, find_java_home
 
     java = str(Path(find_java_home()) / "bin" / "java")
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
