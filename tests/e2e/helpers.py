@@ -12,6 +12,16 @@ from pathlib import Path
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
+MEASUREMENTS = Path(__file__).resolve().parents[2] / "artifacts" / "measurements.jsonl"
+
+
+def record(name: str, seconds: float) -> None:
+    """Keep a figure a test measured (artifacts/measurements.jsonl): reported, never asserted on time."""
+    import json
+
+    MEASUREMENTS.parent.mkdir(exist_ok=True)
+    with MEASUREMENTS.open("a") as out:
+        out.write(json.dumps({"name": name, "seconds": round(seconds, 2), "at": time.time()}) + "\n")
 BIN = Path(sys.executable).parent
 
 

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, wait_terminal, ytf_submit
+from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, record, wait_terminal, ytf_submit
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.executor.task import AM_LOST_EXIT
 from tony_airflow.core.history.reader import load_by_id
@@ -77,6 +77,7 @@ def test_a_gang_that_forms_slower_than_the_heartbeat_timeout_succeeds(local_clus
     assert report.final_status == "SUCCEEDED", report.diagnostics
     events = load_by_id(HistoryStore.open(), handle.app_id).events
     registered = sorted(e["time"] for e in events if e["event"] == "TASK_REGISTERED")
+    record("slow gang: first to last registration", registered[-1] - registered[0])
     assert registered[-1] - registered[0] > 10, "the last task did not wait longer than the heartbeat timeout"
 
 
@@ -136,6 +137,7 @@ def test_the_local_chief_stops_when_its_job_is_killed(local_cluster, rm):
     subprocess.run([str(BIN / "tony"), "kill", app_id], check=True, capture_output=True, timeout=60)
     out, err = proc.communicate(timeout=60)
     took = time.monotonic() - killed_at
+    record("client mode: tony kill -> ytf-submit exited", took)
     assert proc.returncode == 1, out + err
     assert took < 30, f"the local chief outlived the kill by {took:.0f}s"
     assert not [c for c in chief if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
@@ -167,6 +169,7 @@ def test_executors_stop_when_the_am_is_gone(local_cluster, rm):
             time.sleep(1)
             alive = [p for p in alive if psutil.pid_exists(p.pid) and psutil.Process(p.pid).status() != "zombie"]
         took = time.monotonic() - lost_at
+        record("AM killed -> every executor exited (heartbeat timeout 10 s)", took)
         users = [p for p in local_cluster.container_processes()
                  if p.container_id.startswith(ours) and "sleep.py" in p.cmdline]
     finally:
