@@ -19,6 +19,7 @@ from typing import TextIO
 from tony_airflow.core.client import JobHandle, TonyClient
 from tony_airflow.core.presentation import ProgressPrinter, failure_line, tensorboard_url
 from tony_airflow.core.spec import JobSpec
+from tony_airflow.yarn.rest import ApplicationReport
 
 KILL_WAIT_S = 25.0  # inside Azkaban's 30 s between SIGTERM and SIGKILL
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -85,6 +86,8 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
     try:
         with client_factory() as client:
             client.validate(job)  # bad input is refused in one line, before anything is said or submitted
+            if held.name:  # stopped before anything was submitted: nothing to kill
+                raise SystemExit(EXIT_BY_SIGNAL.get(held.name, 143))
             print(f"Submitting {job.name!r} ({sum(t.instances for t in job.tasks.values())} tasks) to YARN",
                   file=log, flush=True)
             handle = client.submit(job, validated=True)
@@ -119,7 +122,7 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
     return outcome
 
 
-def _kill_and_wait(handle: JobHandle):
+def _kill_and_wait(handle: JobHandle) -> ApplicationReport:
     try:
         handle.kill()
     except Exception as exc:  # already ended, or the RM is away: say so, then look once more
