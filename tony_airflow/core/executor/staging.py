@@ -39,8 +39,13 @@ class Mirror:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def pull(self) -> int:
-        """Copy remote files that are missing or differ in size locally. Returns how many."""
+    def pull(self, while_written: bool = True) -> int:
+        """Copy remote files that are missing or differ in size locally. Returns how many.
+
+        `while_written`: the directory may be written to right now (an output), so a file
+        HDFS shows empty is not copied yet; an input is complete, and its empty files
+        (e.g. `_SUCCESS`) are copied too.
+        """
         self.local.mkdir(parents=True, exist_ok=True)
         if not self.fs.exists(self.remote):
             return 0
@@ -50,11 +55,17 @@ class Mirror:
                 continue
             rel = remote_file[len(self.remote):].lstrip("/")
             target = self.local / rel
-            if target.exists() and target.stat().st_size == info.get("size"):
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
+            size = int(info.get("size") or 0)
             local_size = target.stat().st_size if target.exists() else 0
-            if ".tfevents." in target.name and 0 < local_size < info.get("size", 0):
+            if target.exists() and size == local_size:
+                continue
+            if size == 0 and while_written:
+                continue  # not written yet, or the writer is uploading it again (HDFS shows 0 until done)
+            events = ".tfevents." in target.name
+            if events and size < local_size:
+                continue  # an event file only grows: a shorter one is an upload under way
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if events and 0 < local_size < size:
                 # Event files only grow, and TensorBoard keeps reading the file it
                 # opened: append the new tail in place instead of replacing the file.
                 with target.open("ab") as fh:
@@ -118,6 +129,6 @@ def stage_input(uri: str, local: Path) -> str:
     if not is_hdfs(uri):
         return uri
     mirror = Mirror(uri, local)
-    copied = mirror.pull()
+    copied = mirror.pull(while_written=False)
     log.info("staged %d input file(s) from %s into %s", copied, uri, mirror.local)
     return str(mirror.local)

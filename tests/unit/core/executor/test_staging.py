@@ -58,3 +58,11 @@ def test_an_empty_remote_file_is_not_copied_yet(tmp_path):
     fs.reported["/out/metrics.json"] = 0
     mirror = Mirror("hdfs:///out", tmp_path / "m", fs=fs)
     assert mirror.pull() == 0 and not (tmp_path / "m" / "metrics.json").exists()
+
+
+def test_an_input_is_complete_so_its_empty_files_are_staged(tmp_path):
+    fs = FakeHDFS()
+    fs.files["/in/_SUCCESS"] = b""
+    fs.files["/in/part-0"] = b"data"
+    assert Mirror("hdfs:///in", tmp_path / "in", fs=fs).pull(while_written=False) == 2
+    assert (tmp_path / "in" / "_SUCCESS").exists()
