@@ -5,14 +5,17 @@ body of a PUT and answers POST with 405, while TensorBoard's dashboards fetch
 their data with POST. The AM therefore serves TensorBoard itself under
 `/tensorboard/`: the HTML gets a small same-origin script (TensorBoard's CSP
 forbids inline ones) that sends each POST as a GET carrying the form body in
-one query parameter (and its Content-Type in another), and this pass-through
-turns it back into the same POST: form posts (Time Series) stay forms, JSON
+one query parameter (and its Content-Type in another), both base64url: Hadoop's
+proxy decodes the query and refuses to rebuild a URI that holds `{` or `"`
+(URISyntaxException), which a JSON body always does. This pass-through turns
+them back into the same POST: form posts (Time Series) stay forms, JSON
 posts (HParams) stay JSON. While TensorBoard is starting, the link answers a
 page that says so and reloads itself.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 
 import aiohttp
@@ -20,10 +23,10 @@ from aiohttp import web
 
 PREFIX = "/tensorboard/"
 SHIM = "__tony_post_as_get.js"
-BODY_PARAM = "__tony_post"
-TYPE_PARAM = "__tony_type"
+BODY_PARAM = "__tony_post64"  # base64url of the UTF-8 body
+TYPE_PARAM = "__tony_type64"  # base64url of its Content-Type
 FORM = "application/x-www-form-urlencoded"
-_POST_AS_GET = """(function () {
+_POST_AS_GET = r"""(function () {
   function typeOf(body, given) {
     if (given) return given;
     if (body instanceof URLSearchParams || body instanceof FormData) return "%(form)s";
@@ -47,9 +50,14 @@ _POST_AS_GET = """(function () {
     }
     return String(body);
   }
+  function b64url(text) {
+    var bytes = new TextEncoder().encode(text), bin = "";
+    for (var i = 0; i < bytes.length; i++) bin += String.fromCharCode(bytes[i]);
+    return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
   function asGet(url, body, type) {
-    return url + (url.indexOf("?") < 0 ? "?" : "&") + "%(param)s=" + encodeURIComponent(encode(body)) +
-      (type ? "&%(type)s=" + encodeURIComponent(type) : "");
+    return url + (url.indexOf("?") < 0 ? "?" : "&") + "%(param)s=" + b64url(encode(body)) +
+      (type ? "&%(type)s=" + b64url(type) : "");
   }
   var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send,
       setHeader = XMLHttpRequest.prototype.setRequestHeader;
@@ -100,9 +108,9 @@ def add_routes(app: web.Application, target: Callable[[], str | None]) -> None:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP | {"host"}}
         params = dict(request.query)
         method, body = request.method, await request.read()
-        content_type = params.pop(TYPE_PARAM, "") or FORM
+        content_type = _unb64(params.pop(TYPE_PARAM, "")).decode(errors="replace") or FORM
         if BODY_PARAM in params:  # a POST the page sent as a GET: the same POST again, same Content-Type
-            method, body = "POST", params.pop(BODY_PARAM).encode()
+            method, body = "POST", _unb64(params.pop(BODY_PARAM))
             headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
             headers["Content-Type"] = content_type
         try:
@@ -123,6 +131,10 @@ def add_routes(app: web.Application, target: Callable[[], str | None]) -> None:
     app.router.add_get(PREFIX + SHIM, shim)
     app.router.add_route("*", PREFIX + "{tail:.*}", forward)
     app.router.add_get(PREFIX.rstrip("/"), redirect)
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)) if text else b""
 
 
 def _starting() -> web.Response:

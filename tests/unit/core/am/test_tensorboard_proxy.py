@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import string
 
 from aiohttp import web
 
@@ -27,6 +29,11 @@ def test_the_tensorboard_link_says_not_started_while_tensorboard_starts():
     asyncio.run(scenario())
 
 
+def _b64(text: str) -> str:
+    """What the page's shim sends (base64url, no padding)."""
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
 def test_the_tensorboard_pass_through_keeps_a_json_post_json():
     seen: dict = {}
 
@@ -44,12 +51,14 @@ def test_the_tensorboard_pass_through_keeps_a_json_post_json():
         try:
             body = json.dumps({"experimentName": ""})
             resp = await client.get(tensorboard_proxy.PREFIX + "data/plugin/hparams/experiment",
-                                    params={tensorboard_proxy.BODY_PARAM: body,
-                                            tensorboard_proxy.TYPE_PARAM: "application/json"})
+                                    params={tensorboard_proxy.BODY_PARAM: _b64(body),
+                                            tensorboard_proxy.TYPE_PARAM: _b64("application/json")})
+            # what Hadoop's RM proxy needs: nothing in the query but URI-safe characters
+            assert set(_b64(body)) <= set(string.ascii_letters + string.digits + "-_")
             assert resp.status == 200
             assert seen == {"method": "POST", "ctype": "application/json", "body": body}
             resp = await client.get(tensorboard_proxy.PREFIX + "data/plugin/hparams/experiment",
-                                    params={tensorboard_proxy.BODY_PARAM: "a=1"})
+                                    params={tensorboard_proxy.BODY_PARAM: _b64("a=1")})
             assert seen["ctype"] == "application/x-www-form-urlencoded"
         finally:
             await client.close()
