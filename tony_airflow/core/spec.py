@@ -33,7 +33,8 @@ from tony_airflow.core.spec_values import (
 )
 from tony_airflow.errors import UsageError
 
-# Matched with fullmatch: `$` would also admit a trailing newline.
+# 2 GiB: a ps + 2 workers + TensorBoard job fits one NodeManager, and it is what a small
+# TensorFlow task needs (seed-style submitters default to 8192 MiB).
 DEFAULT_MEMORY_MB = 2048
 # The built-in command of the TensorBoard sidecar that `tensorboard: true` adds.
 TENSORBOARD_COMMAND = "exec ${TONY_PYTHON:-python3} -m tony_airflow.core.tensorboard_task"

@@ -21,14 +21,12 @@ from tony_airflow.errors import UsageError
 MAX_INSTANCES = 10_000          # per type; the registry is measured up to 5000 (bench.registry_scale)
 MAX_SRC_DIR_BYTES = 256 * 2**20  # src_dir is zipped and shipped with every task; data belongs in HDFS
 
+# Matched with fullmatch: `$` would also admit a trailing newline.
 TYPE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 RESOURCE_FORM = re.compile(r"^(?:(?P<type>[^:\[\]]+?)(?:\[(?P<index>[^\]]*)\])?:)?(?P<value>.+)$")
 MEMORY = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?(?:e\+?\d+)?)\s*(?P<unit>[KMGT]i?B?|[KMGT]|B)?\s*$", re.IGNORECASE)
 _UNIT_MB = {"": 1, "B": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-
-# Seed 001 defaults to 8192 MiB; 2 GiB lets a ps + 2 workers + TensorBoard job
-# fit a single NodeManager, and is what a small TensorFlow task needs.
 
 
 def parse_memory_mb(text: str | int, field_name: str) -> int:
