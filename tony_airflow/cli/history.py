@@ -11,7 +11,7 @@ from typing import Any
 from tony_airflow.cli.common import check_app_id
 from tony_airflow.errors import UsageError
 
-TASK = re.compile(r"^[a-z][a-z0-9_]*:\d+$")
+TASK = re.compile(r"[a-z][a-z0-9_]*:\d+")  # fullmatch
 AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _AGE_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_MAX_AGE = "30d"
@@ -106,7 +106,7 @@ def _logs(args: argparse.Namespace) -> int:
         if args.attempt is not None:
             raise UsageError("attempt: needs --task; allowed: --task TYPE:INDEX --attempt N")
         return logs.print_logs(app_id)
-    if not TASK.match(args.task):
+    if not TASK.fullmatch(args.task):
         raise UsageError(f"task: {args.task!r} is malformed; allowed: TYPE:INDEX such as worker:0")
     from tony_airflow.core.history import reader
 

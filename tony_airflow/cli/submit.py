@@ -135,13 +135,18 @@ def submit_and_wait(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def build_parser(prog: str = "ytf-submit") -> OneLineParser:
-    p = OneLineParser(prog=prog, description="Submit a TensorFlow job to Apache Hadoop YARN.")
+def add_submit_options(p: argparse.ArgumentParser) -> None:
+    """`ytf-submit`'s and `tony submit`'s options: the job, and whether to stay with it."""
     add_job_options(p)
     p.add_argument("--no-wait", "--detach", dest="no_wait", action="store_true",
                    help="return once the application is submitted and leave it running "
                         "(without it, Ctrl-C kills the application)")
     p.set_defaults(func=submit_and_wait)
+
+
+def build_parser(prog: str = "ytf-submit") -> OneLineParser:
+    p = OneLineParser(prog=prog, description="Submit a TensorFlow job to Apache Hadoop YARN.")
+    add_submit_options(p)
     return p
 
 

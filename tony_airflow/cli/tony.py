@@ -43,12 +43,6 @@ def _cluster(args: argparse.Namespace) -> int:
     raise UsageError(f"tony cluster: unknown action {args.action!r}")
 
 
-def _submit(args: argparse.Namespace) -> int:
-    from tony_airflow.cli.submit import submit_and_wait
-
-    return submit_and_wait(args)
-
-
 def _oozie(args: argparse.Namespace) -> int:
     from tony_airflow.cli.oozie import workflow_command
 
@@ -96,14 +90,9 @@ def build_parser() -> OneLineParser:
                               "plugin with a discovery executable; there are no real GPUs)")
     cluster.set_defaults(func=_cluster)
 
-    from tony_airflow.cli.submit import add_job_options
+    from tony_airflow.cli.submit import add_submit_options
 
-    submit = sub.add_parser("submit", help="submit a job (the same options as ytf-submit)")
-    add_job_options(submit)
-    submit.add_argument("--no-wait", "--detach", dest="no_wait", action="store_true",
-                        help="return once the application is submitted and leave it running "
-                             "(without it, Ctrl-C kills the application)")
-    submit.set_defaults(func=_submit)
+    add_submit_options(sub.add_parser("submit", help="submit a job (the same options as ytf-submit)"))
     oozie = sub.add_parser("oozie", help="write an Oozie workflow.xml (or action) that runs a training job")
     oozie.add_argument("what", choices=("workflow",))
     oozie.add_argument("options", nargs=argparse.REMAINDER,

@@ -43,7 +43,7 @@ DEFAULT_TRACKED = ("chief", "worker", "evaluator")
 DEFAULT_UNTRACKED = ("ps",)
 DEFAULT_SIDECARS = ("tensorboard",)
 ROLES = ("tracked", "untracked", "sidecar")
-# Bounds that keep nonsense from hanging the client or the AM (docs: README, "Limits").
+# Bounds that keep nonsense from hanging the client or the AM (README, "Submitting a job").
 MIN_HEARTBEAT_INTERVAL_S = 0.1
 MAX_JOB_FILE_BYTES = 2**20
 FRAMEWORKS = ("tensorflow", "pytorch", "generic")
@@ -393,10 +393,10 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         }
         tasks[name] = TaskSpec(
             name=name, instances=n,
-            memory_mb=_most_specific(memory, name, own["memory"], DEFAULT_MEMORY_MB),
-            vcores=_most_specific(vcores, name, own["vcores"], 1),
-            gpus=_most_specific(gpus, name, own["gpus"], 0),
-            node_label=_most_specific(labels, name, own["node_label"], ""),
+            memory_mb=memory.for_type(name, own["memory"], DEFAULT_MEMORY_MB),
+            vcores=vcores.for_type(name, own["vcores"], 1),
+            gpus=gpus.for_type(name, own["gpus"], 0),
+            node_label=labels.for_type(name, own["node_label"], ""),
             command=str((type_commands or {}).get(name) or body.get("command") or ""),
             role=roles[name],
             memory_by_index={i: m for (t, i), m in memory.per_task.items() if t == name},
@@ -443,15 +443,5 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         history_dir=check_history_dir(str(opts.get("history_dir") or "").strip(), "history_dir"),
     )
     return spec.validate(check_paths=check_paths)
-
-
-def _most_specific(forms: ResourceForms, type_name: str, own: Any, default: Any) -> Any:
-    """One rule for memory, vcores, GPUs and labels: a per-type option (`-m worker:4096`) beats the
-    type's own `tasks:` entry, which beats a general option (`-m 2048`), which beats the default."""
-    if type_name in forms.per_type:
-        return forms.per_type[type_name]
-    if own is not None:
-        return own
-    return forms.general if forms.general is not None else default
 
 

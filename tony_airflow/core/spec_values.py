@@ -142,12 +142,14 @@ class ResourceForms:
                 raise UsageError(f"{field_name}: {type_name}[{index}] is out of range; "
                                  f"{type_name} has indexes 0..{instances[type_name] - 1}")
 
-    def resolve(self, type_name: str, index: int, default: Any) -> Any:
-        """The most specific form wins: per task, then per type, then general."""
-        if (type_name, index) in self.per_task:
-            return self.per_task[(type_name, index)]
+    def for_type(self, type_name: str, own: Any, default: Any) -> Any:
+        """One rule for memory, vcores, GPUs and labels: a per-type option (`-m worker:4096`) beats the
+        type's own `tasks:` entry (`own`, None if absent), which beats a general option (`-m 2048`),
+        which beats the default. Per-task forms are applied on top (TaskSpec.*_by_index)."""
         if type_name in self.per_type:
             return self.per_type[type_name]
+        if own is not None:
+            return own
         return self.general if self.general is not None else default
 
 

@@ -281,12 +281,10 @@ class Registry:
 
     def abandon(self, reason: str) -> None:
         """The AM is ending without these tasks' reports: record them as stopped, not running."""
-        for task in self.tasks.values():
+        self.request_stop()
+        for key, task in self.tasks.items():
             if not task.done:
-                task.stop_requested = True
-                task.finished_at = time.time()
-                task.status = STOPPED
-                self._finished_event(task, reason=reason)
+                self.container_gone(key, reason)
 
     def request_stop(self) -> None:
         for task in self.tasks.values():

@@ -220,7 +220,7 @@ class Executor:
             self.stop("the AM is gone")
 
     def stop(self, reason: str) -> None:
-        """Stop this task from outside the AM's word (a lost AM, or client mode's watcher)."""
+        """Stop this task: the AM's word, a lost AM, or client mode's watcher."""
         if self.stop_requested.is_set():
             return
         log.info("stopping: %s", reason)
@@ -274,11 +274,8 @@ class Executor:
                     self._lose_am(exc)
                     return
                 action = "run"
-            if action == "stop" and not self.stop_requested.is_set():
-                log.info("the AM asks this task to stop")
-                self.stop_requested.set()
-                if self.child is not None:
-                    self.child.stop(grace=max(self.job.stop_grace - 2, 1))
+            if action == "stop":
+                self.stop("the AM asks this task to stop")
             self.finished.wait(self.job.heartbeat_interval)
 
     def _report(self, code: int) -> None:

@@ -194,13 +194,12 @@ class JobHistory:
                 self.incomplete_reason = (f"the AM was stopped ({self.stopped_by}) and wrote {self.status}; "
                                           f"YARN's final status is {final}")
                 self.diagnostics = rm_diagnostics.strip() or self.diagnostics
-            self.status = final
         else:
-            self.status = final
             self.diagnostics = self.diagnostics or rm_diagnostics.strip()
             self.finished_at = self.events[-1]["time"] if self.events else None
             self.incomplete_reason = ("the AM ended without closing the event log; "
                                       "the events below are what it wrote before")
+        self.status = final
         for attempt in self.attempts:
             for run in attempt.tasks.values():
                 if run.finished_at is None:
