@@ -1,0 +1,47 @@
+"""`tony cluster up` waits for the daemons it started: a daemon that has not exec'd Java yet
+(its /proc cmdline is still the launcher's) is starting, not "exited during start"."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tony_airflow.errors import ClusterError
+from tony_airflow.yarn.local.cluster import DAEMONS, LocalCluster
+from tony_airflow.yarn.local.config import ClusterSettings
+
+
+def _cluster(tmp_path) -> LocalCluster:
+    cluster = LocalCluster(tmp_path)
+    cluster.run_dir.mkdir(parents=True)
+    cluster.log_dir.mkdir(parents=True)
+    ClusterSettings.choose().save(cluster.settings_file)
+    return cluster
+
+
+def test_a_daemon_still_starting_is_not_reported_as_exited(tmp_path, monkeypatch):
+    cluster = _cluster(tmp_path)
+    # live processes whose command line does not (yet) name the daemon's Java main class
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in DAEMONS]
+    try:
+        for daemon, proc in zip(DAEMONS, procs):
+            cluster._pid_file(daemon).write_text(f"{proc.pid}\n")
+        monkeypatch.setattr(LocalCluster, "is_ready", lambda self: False)
+        with pytest.raises(ClusterError, match="not ready within"):
+            cluster.wait_ready(timeout=1.0)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_daemon_that_died_is_reported_at_once(tmp_path):
+    cluster = _cluster(tmp_path)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for daemon in DAEMONS:
+        cluster._pid_file(daemon).write_text(f"{dead.pid}\n")
+    with pytest.raises(ClusterError, match=f"{DAEMONS[0].name} exited during start"):
+        cluster.wait_ready(timeout=30)
