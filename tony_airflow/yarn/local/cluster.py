@@ -125,6 +125,14 @@ class LocalCluster:
             pass
         return None
 
+    def _started_alive(self, daemon: Daemon) -> bool:
+        """The process `up` started is alive; it may not have exec'd Java yet, so unlike pid()
+        its command line is not checked (that check is for a stale pid file's reused pid)."""
+        try:
+            return pid_alive(int(self._pid_file(daemon).read_text()))
+        except (OSError, ValueError):
+            return False
+
     def running(self) -> dict[str, int | None]:
         return {d.name: self.pid(d) for d in self.daemons}
 
@@ -284,7 +292,7 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for daemon in self.daemons:
-                if self.pid(daemon) is None:
+                if not self._started_alive(daemon):
                     raise ClusterError(f"{daemon.name} exited during start: {self._log_tail(daemon)}")
             if self.is_ready():
                 return
