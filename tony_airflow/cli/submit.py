@@ -8,6 +8,7 @@ tracking URL as soon as they exist, shows progress, and exits 0 (SUCCEEDED),
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -15,9 +16,10 @@ from typing import Any
 from tony_airflow.cli.common import OneLineParser, run
 from tony_airflow.core.client import JobHandle, TonyClient
 from tony_airflow.core.runner import run_to_completion
-from tony_airflow.core.spec import build_job_spec, load_job_file
+from tony_airflow.core.spec import CREDENTIAL_KEYS, build_job_spec, load_job_file
 from tony_airflow.core.spec_values import parse_env_pairs
 from tony_airflow.errors import UsageError
+from tony_airflow.yarn.kerberos import KerberosLogin
 
 
 def add_job_options(p: argparse.ArgumentParser) -> None:
@@ -94,8 +96,21 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
+def login_from_args(args: argparse.Namespace) -> KerberosLogin:
+    """--principal/--keytab over the job file's `principal`/`keytab`; neither: the ticket cache (or tokens)."""
+    found = load_job_file(args.conf) if args.conf else {}
+    principal = getattr(args, "principal", None) or found.get("principal")
+    keytab = getattr(args, "keytab", None) or found.get("keytab")
+    for key, value in (("principal", principal), ("keytab", keytab)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise UsageError(f"{key}: {value!r}; allowed: a non-empty string")
+    return KerberosLogin(principal, keytab)
+
+
 def job_from_args(args: argparse.Namespace, check_paths: bool = True):
     opts = options_from_args(args)
+    for key in CREDENTIAL_KEYS:
+        opts.pop(key, None)
     per_type: dict[str, str] = {}
     for pair in opts.pop("_type_commands", None) or []:
         name, sep, command = pair.partition("=")
@@ -109,10 +124,12 @@ def submit_and_wait(args: argparse.Namespace) -> int:
     """Submit and follow the job to its end. Ctrl-C (or SIGTERM) kills the application before
     exiting 130 (143); `--detach`/`--no-wait` returns once it is submitted and leaves it running."""
     job = job_from_args(args)
+    login = login_from_args(args)
+    make_client = functools.partial(TonyClient, principal=login.principal, keytab=login.keytab)
     if job.client_mode and args.no_wait:
         raise UsageError("client: --client runs the chief in this process, so it cannot be used with --no-wait")
     if args.no_wait:
-        with TonyClient() as client:
+        with make_client() as client:
             handle = client.submit(job)
             print(f"Submitted application {handle.app_id}", flush=True)
             print(f"Tracking URL: {handle.status().tracking_url or '(once the AM starts)'}", flush=True)
@@ -128,7 +145,7 @@ def submit_and_wait(args: argparse.Namespace) -> int:
         if job.client_mode:
             handle.run_local_tasks()
 
-    outcome = run_to_completion(job, submitted, log=sys.stderr, out=sys.stdout, client_factory=TonyClient,
+    outcome = run_to_completion(job, submitted, log=sys.stderr, out=sys.stdout, client_factory=make_client,
                                 while_running=local_tasks)
     if outcome.final_status == "SUCCEEDED" and not outcome.terminated:
         print(f"{outcome.application_id} SUCCEEDED", flush=True)
@@ -138,6 +155,9 @@ def submit_and_wait(args: argparse.Namespace) -> int:
 def add_submit_options(p: argparse.ArgumentParser) -> None:
     """`ytf-submit`'s and `tony submit`'s options: the job, and whether to stay with it."""
     add_job_options(p)
+    p.add_argument("--principal", help="Kerberos principal to submit as, with --keytab (default: the ticket "
+                                       "cache of `kinit`, or the Hadoop tokens of HADOOP_TOKEN_FILE_LOCATION)")
+    p.add_argument("--keytab", help="the keytab of --principal; read here only, never shipped to the job")
     p.add_argument("--no-wait", "--detach", dest="no_wait", action="store_true",
                    help="return once the application is submitted and leave it running "
                         "(without it, Ctrl-C kills the application)")

@@ -20,11 +20,14 @@ def _cluster(args: argparse.Namespace) -> int:
 
     cluster = LocalCluster(args.state_dir) if args.state_dir else LocalCluster.default()
     if args.action == "up":
-        cluster.up(port_base=args.port_base, timeout=args.timeout, log=err, gpus=args.gpus)
+        cluster.up(port_base=args.port_base, timeout=args.timeout, log=err, gpus=args.gpus, secure=args.secure)
         print(f"Local YARN + HDFS is up ({cluster.state_dir}).")
         print(f"  ResourceManager  {cluster.rm_url}")
         print(f"  NameNode         {cluster.nn_url}")
         print(f"  HADOOP_CONF_DIR  {cluster.conf_dir}")
+        if cluster.secure:
+            print(f"  Kerberos         realm of {cluster.kdc.krb5_conf}; user {cluster.kdc.user_principal}, "
+                  f"keytab {cluster.kdc.user_keytab}")
         print('Use it from a shell with: eval "$(tony cluster env)"')
         return 0
     if args.action == "down":
@@ -88,6 +91,12 @@ def build_parser() -> OneLineParser:
     cluster.add_argument("--gpus", type=int, default=None, choices=range(0, 9), metavar="N",
                          help="add a second NodeManager labelled 'gpu' that advertises N GPUs (YARN's GPU "
                               "plugin with a discovery executable; there are no real GPUs)")
+    secure = cluster.add_mutually_exclusive_group()
+    secure.add_argument("--secure", dest="secure", action="store_true", default=None,
+                        help="Kerberos on: a local MIT KDC (realm TONY.TEST), service principals and keytabs "
+                             "under the state dir, SPNEGO on every web endpoint")
+    secure.add_argument("--no-secure", dest="secure", action="store_false",
+                        help="simple authentication (the default for a new cluster)")
     cluster.set_defaults(func=_cluster)
 
     from tony_airflow.cli.submit import add_submit_options

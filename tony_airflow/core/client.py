@@ -32,6 +32,7 @@ from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn.discovery import ClusterConfig, discover
 from tony_airflow.yarn.jvm import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home, java_major_version
+from tony_airflow.yarn.kerberos import KerberosLogin, check_credentials
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 APP_TAG = "tony-airflow"
@@ -294,8 +295,12 @@ class TonyClient:
         self.cluster: ClusterConfig = discover(conf_dir)
         self.environment = self.cluster.environment
         self.conf = self.cluster.hadoop
-        self.rm = rm or ResourceManagerClient.from_conf(self.conf)
-        self._kerberos = {"principal": principal, "keytab": keytab} if principal else {}
+        self.login = KerberosLogin(principal, keytab)
+        # On a Kerberos cluster: a keytab, Hadoop tokens or a ticket, or one line now (exit 2), before
+        # skein's driver would start and wait for a ticket that never comes.
+        check_credentials(self.cluster.auth, self.login)
+        self.rm = rm or ResourceManagerClient.from_conf(self.conf, login=self.login)
+        self._kerberos = {"principal": principal, "keytab": str(Path(keytab).absolute())} if keytab else {}
         self._skein: skein.Client | None = None
 
     def __enter__(self) -> TonyClient:

@@ -254,6 +254,8 @@ _JOB_FILE_KEYS = {
     "docker_image", "python_venv", "client", "max_attempts", "timeouts", "tracked", "untracked", "sidecar", "framework",
     "python", "am_memory", "am_vcores", "heartbeat_interval", "stop_grace", "history_dir",
 }
+# Who submits, not what runs: read by the front end (a KerberosLogin), never shipped with the job.
+CREDENTIAL_KEYS = {"principal", "keytab"}
 _TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role"}
 _TIMEOUT_KEYS = {f.name for f in fields(Timeouts)}
 
@@ -293,9 +295,10 @@ def load_job_file(path: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise UsageError(f"conf: {path} must hold a mapping of job fields, not {type(data).__name__}")
-    unknown = sorted(set(data) - _JOB_FILE_KEYS)
+    allowed = _JOB_FILE_KEYS | CREDENTIAL_KEYS
+    unknown = sorted(set(data) - allowed)
     if unknown:
-        raise UsageError(f"conf: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(_JOB_FILE_KEYS))}")
+        raise UsageError(f"conf: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
     return data
 
 

@@ -34,12 +34,20 @@ def local_environment(state_dir: Path) -> dict[str, str]:
     its configuration, its `yarn`/`hdfs` launchers on PATH, Java 17 and its flags for skein."""
     venv_bin = str(Path(sys.executable).parent)
     path = os.pathsep.join([str(state_dir / "bin"), venv_bin, os.environ.get("PATH", "")])
-    return {
+    driver_options = [*ADD_OPENS, *LIGHT_JVM_FLAGS]
+    env = {
         "HADOOP_CONF_DIR": str(state_dir / "conf"),
         "JAVA_HOME": str(find_java_home()),
         "PATH": path,
-        "SKEIN_DRIVER_JAVA_OPTIONS": " ".join([*ADD_OPENS, *LIGHT_JVM_FLAGS]),
     }
+    krb5_conf = state_dir / "kdc" / "krb5.conf"
+    if krb5_conf.exists() and HadoopConf.load(state_dir / "conf").get("hadoop.security.authentication") == "kerberos":
+        # `tony cluster up --secure`: its realm for MIT tools and gssapi, for Java, and its own ticket cache
+        env["KRB5_CONFIG"] = str(krb5_conf)
+        env["KRB5CCNAME"] = f"FILE:{state_dir / 'kdc' / 'ccache'}"
+        driver_options.append(f"-Djava.security.krb5.conf={krb5_conf}")
+    env["SKEIN_DRIVER_JAVA_OPTIONS"] = " ".join(driver_options)
+    return env
 
 
 @dataclass(frozen=True)

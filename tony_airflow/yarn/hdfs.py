@@ -11,23 +11,54 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, find_token
 
-if TYPE_CHECKING:  # fsspec is a tenth of a second to import: loaded when a filesystem is made
+if TYPE_CHECKING:  # fsspec (and httpx) cost a tenth of a second each: loaded when a filesystem is made
     from fsspec.implementations.webhdfs import WebHDFS
 
+    from tony_airflow.yarn.kerberos import KerberosLogin
 
-def webhdfs(conf: HadoopConf | None = None, user: str | None = None) -> WebHDFS:
-    """A filesystem object for the cluster's HDFS (paths are absolute HDFS paths)."""
+
+def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: KerberosLogin | None = None) -> WebHDFS:
+    """A filesystem object for the cluster's HDFS (paths are absolute HDFS paths).
+
+    On a Kerberos cluster every call carries an HDFS delegation token: the one in
+    HADOOP_TOKEN_FILE_LOCATION (a container, an Azkaban or Oozie job), else one fetched once
+    with SPNEGO as `login` (a keytab, else the ticket cache), as Hadoop's own WebHdfsFileSystem does."""
     from fsspec.implementations.webhdfs import WebHDFS
 
     if conf is None:
         conf_dir = require_conf_dir()
         conf = HadoopConf.load(conf_dir)
     address = urlparse(conf.namenode_web_address())
+    if (conf.get("hadoop.security.authentication") or "simple").lower() == "kerberos":
+        token = _delegation_token(conf, login)
+        return WebHDFS(host=address.hostname, port=address.port, token=token, use_listings_cache=False)
     user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
     return WebHDFS(host=address.hostname, port=address.port, user=user, use_listings_cache=False)
+
+
+def _delegation_token(conf: HadoopConf, login: KerberosLogin | None) -> str:
+    if not (login and login.uses_keytab):
+        given = find_token(HDFS_DELEGATION_KIND)
+        if given is not None:
+            return given.url_string()
+    import httpx
+
+    from tony_airflow.yarn.kerberos import spnego
+
+    auth = spnego(login)
+    url = f"{conf.namenode_web_address()}/webhdfs/v1/"
+    try:
+        resp = httpx.get(url, params={"op": "GETDELEGATIONTOKEN"}, auth=auth, timeout=30, follow_redirects=True)
+    except httpx.TransportError as exc:
+        raise ClusterError(f"webhdfs: {url} did not answer: {exc}") from None
+    if resp.status_code >= 400:
+        raise ClusterError(f"webhdfs: no delegation token from {url}: HTTP {resp.status_code} {resp.text[:200]}")
+    return resp.json()["Token"]["urlString"]
 
 
 def hdfs_path(url: str) -> str:

@@ -20,6 +20,7 @@ import httpx
 from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.kerberos import KerberosLogin, rm_http_auth
 
 
 class YarnState(StrEnum):
@@ -130,10 +131,13 @@ class _Base:
         self.auth = auth
 
     @classmethod
-    def from_conf(cls, conf: HadoopConf | None = None, **kwargs: Any):
+    def from_conf(cls, conf: HadoopConf | None = None, login: KerberosLogin | None = None, **kwargs: Any):
+        """The RMs of a configuration; on a Kerberos cluster authenticated as `login` (see rm_http_auth)."""
         if conf is None:
             conf_dir = require_conf_dir()
             conf = HadoopConf.load(conf_dir)
+        if "auth" not in kwargs:
+            kwargs["auth"] = rm_http_auth(conf.get("hadoop.security.authentication"), login)
         return cls(conf.rm_web_addresses(), **kwargs)
 
     @staticmethod
@@ -143,6 +147,8 @@ class _Base:
                 msg = resp.json()["RemoteException"]["message"]
             except (ValueError, KeyError, TypeError):
                 msg = resp.text[:300]
+            if resp.status_code == 401:
+                msg = "not authenticated (this ResourceManager wants Kerberos: kinit, or give a keytab)"
             raise ResourceManagerError(f"{call.method} {call.path}: HTTP {resp.status_code}: {msg}")
         return resp.json() if resp.content else {}
 

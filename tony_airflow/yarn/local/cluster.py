@@ -9,10 +9,13 @@ and kept in `cluster.json`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,21 +24,26 @@ import httpx
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn.discovery import default_local_state_dir, local_environment
 from tony_airflow.yarn.jvm import ADD_OPENS, check_java, find_java_home
+from tony_airflow.yarn.kerberos import KerberosLogin, spnego
 from tony_airflow.yarn.local import jars
 from tony_airflow.yarn.local.config import (
     DAEMON_PORTS,
     GPU_LABEL,
     PORT_KEYS,
     ClusterSettings,
+    free_ports,
     port_is_free,
     write_conf,
 )
+from tony_airflow.yarn.local.kdc import Kdc, service_principal
 from tony_airflow.yarn.local.launchers import write_launchers
+from tony_airflow.yarn.local.native import ensure_native, native_dir
 from tony_airflow.yarn.local.processes import (
     container_processes,
     pid_alive,
     terminate,
 )
+from tony_airflow.yarn.local.secure import krb5_java_options
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ DAEMONS = (
     Daemon("resourcemanager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 512),
     Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384),
 )
+_environ_lock = threading.RLock()
 GPU_NODEMANAGER = Daemon("nodemanager-gpu", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384,
                          conf="conf-gpu")
 
@@ -68,6 +77,7 @@ class LocalCluster:
         self.nm_local_dir = self.state_dir / "nm-local"
         self.nm_local_dirs = (self.nm_local_dir, self.state_dir / "nm-gpu-local")
         self.settings_file = self.state_dir / "cluster.json"
+        self.kdc = Kdc(self.state_dir / "kdc")
 
     @classmethod
     def default(cls) -> LocalCluster:
@@ -96,8 +106,39 @@ class LocalCluster:
     def java_home(self) -> Path:
         return find_java_home()
 
+    @property
+    def secure(self) -> bool:
+        return self.settings_file.exists() and self.settings.secure
+
     def java_opts(self) -> list[str]:
-        return list(ADD_OPENS)
+        if not self.secure:
+            return list(ADD_OPENS)
+        # Kerberos: this realm's krb5.conf, and libhadoop.so (SecureIOUtils refuses to run without it)
+        return [*ADD_OPENS, *krb5_java_options(self.kdc), f"-Djava.library.path={native_dir()}"]
+
+    def _http_auth(self) -> httpx.Auth | None:
+        """SPNEGO as the NameNode's principal (the HDFS superuser) on a secure cluster."""
+        if not self.secure:
+            return None
+        with self.kerberos_env():
+            return spnego(KerberosLogin(service_principal("nn"), str(self.kdc.service_keytab)))
+
+    @contextlib.contextmanager
+    def kerberos_env(self) -> Iterator[None]:
+        """This realm's krb5.conf for gssapi in this process, for the duration (it reads KRB5_CONFIG)."""
+        if not self.secure:
+            yield
+            return
+        with _environ_lock:
+            saved = os.environ.get("KRB5_CONFIG")
+            os.environ["KRB5_CONFIG"] = str(self.kdc.krb5_conf)
+            try:
+                yield
+            finally:
+                if saved is None:
+                    os.environ.pop("KRB5_CONFIG", None)
+                else:
+                    os.environ["KRB5_CONFIG"] = saved
 
     def env(self) -> dict[str, str]:
         """What a user (and every child process) needs to talk to this cluster."""
@@ -137,8 +178,11 @@ class LocalCluster:
         return {d.name: self.pid(d) for d in self.daemons}
 
     # ----------------------------------------------------------------------- up
-    def up(self, port_base: int | None = None, timeout: float = 180.0, log=print, gpus: int | None = None) -> None:
-        """Start whatever is not running and wait until YARN and HDFS serve."""
+    def up(self, port_base: int | None = None, timeout: float = 180.0, log=print, gpus: int | None = None,
+           secure: bool | None = None) -> None:
+        """Start whatever is not running and wait until YARN and HDFS serve.
+
+        `secure=True` first creates and starts this cluster's KDC and turns Kerberos on."""
         java_home = find_java_home()
         check_java(java_home)
         if port_base is not None and not 1024 <= port_base <= 65535 - len(PORT_KEYS):
@@ -152,6 +196,14 @@ class LocalCluster:
                 raise UsageError(f"--gpus: the cluster at {self.state_dir} is running with {settings.gpus} GPU(s); "
                                  "run `tony cluster down` first")
             settings.gpus = gpus
+        if secure is not None and secure != settings.secure:
+            if any(running.values()):
+                state = "with" if settings.secure else "without"
+                raise UsageError(f"--secure: the cluster at {self.state_dir} is running {state} Kerberos; "
+                                 "run `tony cluster down` first")
+            settings.secure = secure
+        if settings.secure and not settings.kdc_port:
+            settings.kdc_port = free_ports(1)[0]
         daemons = DAEMONS + ((GPU_NODEMANAGER,) if settings.gpus else ())
         running = {d.name: running.get(d.name) for d in daemons}
         for daemon in daemons:
@@ -167,6 +219,10 @@ class LocalCluster:
                     "node-labels"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         settings.save(self.settings_file)
+        if settings.secure:
+            ensure_native(log=log)
+            self.kdc.create(settings.kdc_port)
+            self.kdc.start(self.log_dir)
         write_conf(self.conf_dir, self.state_dir, jar_dir, settings, container_path=self.env()["PATH"])
         write_launchers(self.bin_dir, self.conf_dir, jar_dir, java_home, self.java_opts(), self.log_dir)
 
@@ -178,19 +234,39 @@ class LocalCluster:
         self.wait_ready(timeout)
         if settings.gpus:
             self._label_gpu_node()
+        if settings.secure:
+            self._make_user_home()
+
+    def _make_user_home(self) -> None:
+        """`/user/<name>` of the user principal, owned by it (skein stages there), and a world-writable /tmp."""
+        user = self.kdc.user
+        with self.kerberos_env():
+            auth = self._http_auth()
+            base = f"{self.nn_url}/webhdfs/v1"
+            for path, params in ((f"/user/{user}", {"op": "MKDIRS", "permission": "755"}),
+                                 (f"/user/{user}", {"op": "SETOWNER", "owner": user}),
+                                 ("/tmp", {"op": "MKDIRS", "permission": "1777"}),
+                                 ("/tmp", {"op": "SETPERMISSION", "permission": "1777"})):
+                resp = httpx.put(base + path, params=params, auth=auth, timeout=30, follow_redirects=True)
+                if resp.status_code >= 400:
+                    raise ClusterError(f"could not prepare {path} on the secure HDFS: "
+                                       f"HTTP {resp.status_code} {resp.text[:200]}")
 
     def _label_gpu_node(self) -> None:
         """Label the GPU NodeManager `gpu` (exclusive) through the ResourceManager's REST API."""
         user = {"user.name": os.environ.get("USER", "root")}
-        httpx.post(f"{self.rm_url}/ws/v1/cluster/add-node-labels", params=user, timeout=30,
-                   json={"nodeLabelInfo": [{"name": GPU_LABEL, "exclusivity": True}]})
-        port = self.settings.ports["gpu:yarn.nodemanager.address"]
-        for node in httpx.get(f"{self.rm_url}/ws/v1/cluster/nodes", timeout=30).json()["nodes"]["node"]:
-            if node["id"].endswith(f":{port}") and GPU_LABEL not in (node.get("nodeLabels") or []):
-                resp = httpx.post(f"{self.rm_url}/ws/v1/cluster/nodes/{node['id']}/replace-labels",
-                                  params={**user, "labels": GPU_LABEL}, timeout=30)
-                if resp.status_code >= 400:
-                    raise ClusterError(f"could not label {node['id']} '{GPU_LABEL}': {resp.text[:200]}")
+        with self.kerberos_env():
+            auth = self._http_auth()
+            httpx.post(f"{self.rm_url}/ws/v1/cluster/add-node-labels", params=user, timeout=30, auth=auth,
+                       json={"nodeLabelInfo": [{"name": GPU_LABEL, "exclusivity": True}]})
+            port = self.settings.ports["gpu:yarn.nodemanager.address"]
+            nodes = httpx.get(f"{self.rm_url}/ws/v1/cluster/nodes", timeout=30, auth=auth).json()["nodes"]["node"]
+            for node in nodes:
+                if node["id"].endswith(f":{port}") and GPU_LABEL not in (node.get("nodeLabels") or []):
+                    resp = httpx.post(f"{self.rm_url}/ws/v1/cluster/nodes/{node['id']}/replace-labels",
+                                      params={**user, "labels": GPU_LABEL}, timeout=30, auth=auth)
+                    if resp.status_code >= 400:
+                        raise ClusterError(f"could not label {node['id']} '{GPU_LABEL}': {resp.text[:200]}")
 
     def _decide_settings(self, port_base: int | None, some_running: bool) -> ClusterSettings:
         if self.settings_file.exists():
@@ -224,6 +300,8 @@ class LocalCluster:
         # Containers inherit this through the NodeManager's env whitelist, so
         # the JVMs they start (skein's AM) get the Java 17 options too.
         env["JDK_JAVA_OPTIONS"] = " ".join(self.java_opts())
+        if self.secure:
+            env["KRB5_CONFIG"] = str(self.kdc.krb5_conf)
         return env
 
     def _format_namenode(self, java_home: Path, jar_dir: Path) -> None:
@@ -252,25 +330,29 @@ class LocalCluster:
     def health(self) -> dict[str, str]:
         """One word per daemon and per service: what a user checks first."""
         report = {}
+        if self.secure:
+            report["kdc"] = self.kdc.health()
         for daemon in self.daemons:
             pid = self.pid(daemon)
             report[daemon.name] = f"running (pid {pid})" if pid else "stopped"
-        report["yarn"] = self._yarn_health()
-        report["hdfs"] = self._hdfs_health()
+        with self.kerberos_env():
+            auth = self._http_auth() if not self.secure or self.kdc.pid() else None
+            report["yarn"] = self._yarn_health(auth)
+            report["hdfs"] = self._hdfs_health(auth)
         return report
 
-    def _yarn_health(self) -> str:
+    def _yarn_health(self, auth: httpx.Auth | None) -> str:
         try:
-            nodes = httpx.get(f"{self.rm_url}/ws/v1/cluster/nodes", timeout=5).json()
+            nodes = httpx.get(f"{self.rm_url}/ws/v1/cluster/nodes", timeout=5, auth=auth).json()
         except (httpx.HTTPError, ValueError):
             return "unreachable"
         node_list = (nodes.get("nodes") or {}).get("node") or []
         running = [n for n in node_list if n.get("state") == "RUNNING"]
         return f"{len(running)} RUNNING node(s)" if running else "no RUNNING node"
 
-    def _hdfs_health(self) -> str:
+    def _hdfs_health(self, auth: httpx.Auth | None) -> str:
         try:
-            beans = httpx.get(f"{self.nn_url}/jmx",
+            beans = httpx.get(f"{self.nn_url}/jmx", auth=auth,
                               params={"qry": "Hadoop:service=NameNode,name=NameNodeInfo"}, timeout=5).json()
             info = beans["beans"][0]
         except (httpx.HTTPError, ValueError, KeyError, IndexError):
@@ -320,6 +402,7 @@ class LocalCluster:
             terminate([p.pid for p in leftovers], grace=5.0)
         for daemon in daemons:
             self._pid_file(daemon).unlink(missing_ok=True)
+        self.kdc.stop()
 
     def container_processes(self):
         return [p for d in self.nm_local_dirs for p in container_processes(d)]

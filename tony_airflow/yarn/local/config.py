@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from tony_airflow.yarn.hadoop_conf import write_site
+from tony_airflow.yarn.local.kdc import Kdc
+from tony_airflow.yarn.local.secure import secure_sites
 
 HOST = "127.0.0.1"
 
@@ -78,6 +80,8 @@ class ClusterSettings:
     max_alloc_mb: int = 8192
     max_alloc_vcores: int = 8
     gpus: int = 0
+    secure: bool = False
+    kdc_port: int = 0
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -132,11 +136,13 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
     """
     conf_dir.mkdir(parents=True, exist_ok=True)
     a = settings.address
+    secure = secure_sites(Kdc(state_dir / "kdc")) if settings.secure else {}
     write_site(conf_dir / "core-site.xml", {
         "fs.defaultFS": f"hdfs://{a('fs.defaultFS')}",
         "hadoop.tmp.dir": str(state_dir / "tmp"),
         "hadoop.security.authentication": "simple",
         "hadoop.http.staticuser.user": "root",
+        **secure.get("core-site.xml", {}),
     })
     write_site(conf_dir / "hdfs-site.xml", {
         "dfs.namenode.rpc-address": a("fs.defaultFS"),
@@ -153,6 +159,7 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
         "dfs.namenode.safemode.extension": 0,
         "dfs.heartbeat.interval": 1,
         "dfs.namenode.heartbeat.recheck-interval": 30000,
+        **secure.get("hdfs-site.xml", {}),
     })
     yarn = {
         "yarn.resourcemanager.hostname": HOST,
@@ -200,6 +207,7 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
     if settings.gpus:
         yarn["yarn.resource-types"] = "yarn.io/gpu"
         write_site(conf_dir / "resource-types.xml", {"yarn.resource-types": "yarn.io/gpu"})
+    yarn.update(secure.get("yarn-site.xml", {}))
     yarn.update(settings.extra)
     write_site(conf_dir / "yarn-site.xml", yarn)
     write_site(conf_dir / "capacity-scheduler.xml", {

@@ -6,6 +6,7 @@ Jars land in a cache outside git and are resolved once per version.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -37,10 +38,16 @@ def jar_dir() -> Path:
     return cache_root() / f"hadoop-{hadoop_version()}" / "lib"
 
 
+def _pom_digest() -> str:
+    """The cache is complete for this pom only: a dependency added to it resolves again."""
+    return hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
+
+
 def ensure_jars(log=print) -> Path:
-    """Resolve the jar closure with Maven unless a complete copy is cached."""
+    """Resolve the jar closure with Maven unless a complete copy for this pom is cached."""
     target = jar_dir()
-    if (target / _COMPLETE_MARKER).exists():
+    marker = target / _COMPLETE_MARKER
+    if marker.exists() and marker.read_text().split() == [hadoop_version(), _pom_digest()]:
         return target
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -59,7 +66,7 @@ def ensure_jars(log=print) -> Path:
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
         raise ClusterError("maven: could not resolve the Hadoop jars: " + " | ".join(tail))
-    (staging / _COMPLETE_MARKER).write_text(hadoop_version() + "\n")
+    (staging / _COMPLETE_MARKER).write_text(f"{hadoop_version()} {_pom_digest()}\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
