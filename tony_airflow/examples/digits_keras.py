@@ -3,7 +3,9 @@
 Reads only TF_CONFIG and DTF_OUTPUT_PATH, so the same file runs by hand with a
 hand-written TF_CONFIG. BackupAndRestore makes a later attempt resume from the
 last finished epoch; the chief writes the model, TensorBoard logs and
-metrics.json into the output path.
+metrics.json into the output path. In a `ps:1,worker:2` job (the shape of the
+README) the parameter servers have nothing to do for this strategy: they wait
+until the AM stops them, and the workers leave them out of their cluster.
 
     python digits_keras.py [--epochs N] [--batch B] [--sleep-per-epoch S]
 """
@@ -59,8 +61,23 @@ class EpochLog(keras.callbacks.Callback):
         return self.steps_per_epoch * len(seconds) / sum(seconds) if seconds and sum(seconds) else 0.0
 
 
+def leave_out_parameter_servers() -> bool:
+    """True for a `ps` task (it only waits); a worker drops `ps` from TF_CONFIG, which MWMS cannot use."""
+    config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    if (config.get("task") or {}).get("type") == "ps":
+        return True
+    if "ps" in (config.get("cluster") or {}):
+        del config["cluster"]["ps"]
+        os.environ["TF_CONFIG"] = json.dumps(config)
+    return False
+
+
 def main() -> None:
     args = training_args()
+    if leave_out_parameter_servers():
+        print("parameter server: not used by MultiWorkerMirroredStrategy; waiting to be stopped", flush=True)
+        while True:
+            time.sleep(3600)
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     out = os.environ.get("DTF_OUTPUT_PATH") or tempfile.mkdtemp()
