@@ -28,8 +28,9 @@ def tony_pipeline():
     def prepare(run_id: str | None = None) -> dict[str, str]:
         """Write the train/test split as .npz into a fresh HDFS directory of this run."""
         from tony_airflow.examples.pipeline_steps import prepare as prepare_data
+        from tony_airflow.providers.yarn.hooks.yarn import YarnHook
 
-        return prepare_data(f"{ROOT}/{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id or 'manual')}")
+        return prepare_data(f"{ROOT}/{re.sub(r'[^A-Za-z0-9_.-]', '_', run_id or 'manual')}", YarnHook().hdfs())
 
     paths = prepare()
 
@@ -55,9 +56,10 @@ def tony_pipeline():
         import numpy as np
         import tf_keras as keras
 
-        from tony_airflow.yarn.hdfs import hdfs_path, webhdfs
+        from tony_airflow.providers.yarn.hooks.yarn import YarnHook
+        from tony_airflow.yarn.hdfs import hdfs_path
 
-        fs = webhdfs()
+        fs = YarnHook().hdfs()  # the `yarn_default` connection's HDFS, as its principal on Kerberos
         with tempfile.TemporaryDirectory() as local:
             fs.get(f"{hdfs_path(paths['output'])}/model.keras", f"{local}/model.keras")
             fs.get(f"{hdfs_path(paths['input'])}/digits_test.npz", f"{local}/test.npz")

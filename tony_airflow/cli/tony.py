@@ -77,6 +77,21 @@ def _kill(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tokens(args: argparse.Namespace) -> int:
+    from tony_airflow.yarn.delegation import write_tokens
+    from tony_airflow.yarn.discovery import discover
+    from tony_airflow.yarn.kerberos import KerberosLogin, is_kerberos
+
+    cluster = discover()
+    if not is_kerberos(cluster.auth):
+        raise UsageError(f"tony tokens: the cluster of {cluster.conf_dir} uses simple authentication; "
+                         "delegation tokens exist only on a Kerberos cluster")
+    tokens = write_tokens(args.out, cluster.hadoop, KerberosLogin(args.principal, args.keytab))
+    print(f"Wrote {', '.join(t.kind for t in tokens)} to {args.out}")
+    print(f"Hand it to a job with: export HADOOP_TOKEN_FILE_LOCATION={shlex.quote(str(args.out))}")
+    return 0
+
+
 def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="tony", description="TensorFlow on Apache Hadoop YARN.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
@@ -112,6 +127,12 @@ def build_parser() -> OneLineParser:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("application_id")
         cmd.set_defaults(func=func)
+    tokens = sub.add_parser("tokens", help="fetch HDFS and RM delegation tokens into a Hadoop token file "
+                                           "(what Azkaban or Oozie give their jobs)")
+    tokens.add_argument("--out", required=True, help="the token file to write (mode 600)")
+    tokens.add_argument("--principal", help="log in as this principal with --keytab (default: the ticket cache)")
+    tokens.add_argument("--keytab", help="the keytab of --principal")
+    tokens.set_defaults(func=_tokens)
     from tony_airflow.cli.history import add_parsers
 
     add_parsers(sub)

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 
 from tony_airflow.examples.digits_data import write_npz
 from tony_airflow.yarn.hdfs import hdfs_path, webhdfs
 
+if TYPE_CHECKING:
+    from fsspec.implementations.webhdfs import WebHDFS
 
-def prepare(run_dir: str) -> dict[str, str]:
-    """Write the digits train/test split as .npz into `run_dir`/data on HDFS (replacing an earlier run)."""
-    fs, root = webhdfs(), hdfs_path(run_dir).rstrip("/")
+
+def prepare(run_dir: str, fs: WebHDFS | None = None) -> dict[str, str]:
+    """Write the digits train/test split as .npz into `run_dir`/data on HDFS (replacing an earlier run).
+
+    `fs`: the HDFS to write to (an Airflow connection's); default: the cluster's, as this process is."""
+    fs, root = fs or webhdfs(), hdfs_path(run_dir).rstrip("/")
     if fs.exists(root):
         fs.rm(root, recursive=True)
     with tempfile.TemporaryDirectory() as local:

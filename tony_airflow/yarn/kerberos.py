@@ -119,10 +119,11 @@ def short_name(principal: str) -> str:
 
 
 class RMDelegationTokenAuth(httpx.Auth):
-    """The ResourceManager's REST API takes a delegation token in this header (its
-    RMAuthenticationFilter): how a job given only Hadoop tokens (Azkaban, Oozie) polls and kills."""
+    """The ResourceManager's REST API takes a delegation token in Hadoop's delegation-token header
+    (its RMAuthenticationFilter; the documented `Hadoop-YARN-RM-Delegation-Token` is refused with 401
+    by Hadoop 3.4.2): how a job given only Hadoop tokens (Azkaban, Oozie) polls and kills."""
 
-    HEADER = "Hadoop-YARN-RM-Delegation-Token"
+    HEADER = "X-Hadoop-Delegation-Token"
 
     def __init__(self, url_string: str):
         self._token = url_string

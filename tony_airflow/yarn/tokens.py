@@ -155,3 +155,27 @@ def find_token(kind: str, path: str | Path | None = None) -> HadoopToken | None:
         if token.kind == kind:
             return token
     return None
+
+
+def from_url_string(url_string: str, alias: str = "", kind: str | None = None,
+                    service: str | None = None) -> HadoopToken:
+    """A token in Hadoop's URL form (what WebHDFS and the RM REST API hand out), kind and service
+    replaceable: RPC clients pick a token by kind and by the service address they connect to."""
+    reader = _Reader(base64.urlsafe_b64decode(url_string + "=" * (-len(url_string) % 4)))
+    identifier, password = reader.blob(), reader.blob()
+    token_kind, token_service = reader.text(), reader.text()
+    return HadoopToken(alias or (service if service is not None else token_service), identifier, password,
+                       kind if kind is not None else token_kind, service if service is not None else token_service)
+
+
+def write_token_file(path: str | Path, tokens: list[HadoopToken]) -> None:
+    """Hadoop's token storage format, version 0 (Writable), readable by every Hadoop 2.x/3.x."""
+    body = bytearray(_MAGIC + b"\x00" + _vint(len(tokens)))
+    for token in tokens:
+        body += _text(token.alias)
+        body += _vint(len(token.identifier)) + token.identifier + _vint(len(token.password)) + token.password
+        body += _text(token.kind) + _text(token.service)
+    body += _vint(0)  # no secret keys
+    target = Path(path)
+    target.touch(mode=0o600)
+    target.write_bytes(bytes(body))

@@ -15,6 +15,7 @@ import httpx
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.discovery import resolve_conf_dir
 from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.kerberos import KerberosLogin, spnego
 
 AUTH_TYPES = ("simple", "kerberos")
 EXTRA_KEYS = ("hadoop_conf_dir", "rm_addresses", "queue", "auth", "principal", "keytab")
@@ -74,13 +75,14 @@ class YarnSettings:
         return YarnSettings(**{**self.__dict__, "rm_addresses": HadoopConf.load(conf_dir).rm_web_addresses()})
 
 
+def kerberos_login(settings: YarnSettings) -> KerberosLogin | None:
+    """The connection's principal and keytab (Kerberos only): read in the worker and the triggerer."""
+    return KerberosLogin(settings.principal, settings.keytab) if settings.auth == "kerberos" else None
+
+
 def http_auth(settings: YarnSettings) -> httpx.Auth | None:
-    """SPNEGO for a Kerberos cluster (needs the optional `httpx-gssapi`), nothing for simple auth."""
-    if settings.auth != "kerberos":
-        return None
-    try:
-        from httpx_gssapi import HTTPSPNEGOAuth
-    except ImportError:
-        raise UsageError("yarn connection: auth 'kerberos' needs the httpx-gssapi package; "
-                         "pip install 'tony-airflow[kerberos]'") from None
-    return HTTPSPNEGOAuth()
+    """SPNEGO as the connection's principal (its keytab, no `kinit`) for Kerberos, nothing for simple auth.
+
+    Needs the optional `kerberos` extra (gssapi, httpx-gssapi)."""
+    login = kerberos_login(settings)
+    return None if login is None else spnego(login)

@@ -8,11 +8,11 @@ UDP), and the client config says `udp_preference_limit = 1`, so Java and MIT cli
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import subprocess
 import time
-import getpass
 from dataclasses import dataclass, field
 from pathlib import Path
 

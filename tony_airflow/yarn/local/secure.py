@@ -13,7 +13,6 @@ import re
 
 from tony_airflow.yarn.local.kdc import REALM, Kdc, service_principal
 
-
 # Hadoop names of the daemons' principals: HDFS's superuser is `hdfs`, not the job's user.
 SERVICE_USERS = {"nn": "hdfs", "dn": "hdfs", "rm": "yarn", "nm": "yarn", "jhs": "mapred"}
 

@@ -9,14 +9,20 @@ exactly like `ytf-submit`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from tony_airflow.core.client import TonyClient
-from tony_airflow.providers.yarn.connection import YarnSettings, http_auth
+from tony_airflow.providers.yarn.connection import YarnSettings, http_auth, kerberos_login
+from tony_airflow.yarn.discovery import require_conf_dir
+from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
+
+if TYPE_CHECKING:
+    from fsspec.implementations.webhdfs import WebHDFS
 
 
 class YarnHook(BaseHook):
@@ -65,6 +71,12 @@ class YarnHook(BaseHook):
         """The core client, pointed at this connection's cluster (the one way anything is submitted)."""
         s = self.settings
         return TonyClient(conf_dir=s.hadoop_conf_dir, rm=self.get_conn(), principal=s.principal, keytab=s.keytab)
+
+    def hdfs(self) -> WebHDFS:
+        """The connection's HDFS over WebHDFS (on Kerberos, as its principal: a delegation token from its keytab)."""
+        s = self.settings
+        conf_dir = s.hadoop_conf_dir or require_conf_dir()
+        return webhdfs(HadoopConf.load(conf_dir), user=s.user, login=kerberos_login(s))
 
     def application_report(self, application_id: str) -> ApplicationReport:
         return self.get_conn().application(application_id)

@@ -34,12 +34,16 @@ class YarnApplicationTrigger(BaseTrigger):
     """Fires once, when `application_id` is FINISHED, FAILED or KILLED (or cannot be watched)."""
 
     def __init__(self, application_id: str, rm_addresses: list[str], user: str | None = None,
-                 auth: str = "simple", poll_interval: float = 5.0, kill_on_task_kill: bool = True) -> None:
+                 auth: str = "simple", poll_interval: float = 5.0, kill_on_task_kill: bool = True,
+                 principal: str | None = None, keytab: str | None = None) -> None:
         super().__init__()
         self.application_id = application_id
         self.rm_addresses = list(rm_addresses)
         self.user = user
         self.auth = auth
+        # Kerberos: the keytab's path (not its content) travels to the triggerer, which reads it there
+        self.principal = principal
+        self.keytab = keytab
         self.poll_interval = float(poll_interval)
         self.kill_on_task_kill = kill_on_task_kill
 
@@ -47,6 +51,7 @@ class YarnApplicationTrigger(BaseTrigger):
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
             "application_id": self.application_id, "rm_addresses": self.rm_addresses, "user": self.user,
             "auth": self.auth, "poll_interval": self.poll_interval, "kill_on_task_kill": self.kill_on_task_kill,
+            "principal": self.principal, "keytab": self.keytab,
         })
 
     @classmethod
@@ -54,10 +59,12 @@ class YarnApplicationTrigger(BaseTrigger):
                      kill_on_task_kill: bool = True) -> YarnApplicationTrigger:
         """The trigger for one application of a resolved `yarn` connection."""
         return cls(application_id, settings.rm_addresses, user=settings.user, auth=settings.auth,
-                   poll_interval=poll_interval, kill_on_task_kill=kill_on_task_kill)
+                   poll_interval=poll_interval, kill_on_task_kill=kill_on_task_kill,
+                   principal=settings.principal, keytab=settings.keytab)
 
     def _client(self) -> AsyncResourceManagerClient:
-        auth = http_auth(YarnSettings(rm_addresses=self.rm_addresses, auth=self.auth))
+        auth = http_auth(YarnSettings(rm_addresses=self.rm_addresses, auth=self.auth, principal=self.principal,
+                                      keytab=self.keytab))
         return AsyncResourceManagerClient(self.rm_addresses, user=self.user, auth=auth)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
