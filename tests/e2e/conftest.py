@@ -12,7 +12,9 @@ import time
 
 import pytest
 
+from tests.e2e.helpers import record
 from tony_airflow.cli import tony as cli
+from tony_airflow.yarn.kerberos import KerberosLogin, spnego
 from tony_airflow.yarn.local import LocalCluster
 from tony_airflow.yarn.local.processes import terminate
 from tony_airflow.yarn.rest import ACTIVE_STATES, ResourceManagerClient
@@ -40,6 +42,36 @@ def rm(local_cluster: LocalCluster) -> ResourceManagerClient:
     return ResourceManagerClient(local_cluster.rm_url)
 
 
+@pytest.fixture(scope="session")
+def secure_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """The one Kerberos cluster of the session (`tony cluster up --secure`), beside the plain one.
+
+    KRB5_CONFIG names its realm for the whole session: gssapi in this process reads it per call,
+    and a simple-auth cluster never looks at it."""
+    state_dir = tmp_path_factory.mktemp("secure-cluster")
+    started = time.monotonic()
+    assert cli.run(["cluster", "up", "--secure", "--state-dir", str(state_dir)]) == 0
+    record("secure cluster up", time.monotonic() - started)
+    cluster = LocalCluster(state_dir)
+    saved = os.environ.get("KRB5_CONFIG")
+    os.environ["KRB5_CONFIG"] = str(cluster.kdc.krb5_conf)
+    try:
+        yield cluster
+    finally:
+        cluster.down(log=lambda *_: None)
+        if saved is None:
+            os.environ.pop("KRB5_CONFIG", None)
+        else:
+            os.environ["KRB5_CONFIG"] = saved
+
+
+@pytest.fixture(scope="session")
+def secure_rm(secure_cluster: LocalCluster) -> ResourceManagerClient:
+    """The secure RM as the test user, from its keytab (SPNEGO, no kinit)."""
+    login = KerberosLogin(secure_cluster.kdc.user_principal, str(secure_cluster.kdc.user_keytab))
+    return ResourceManagerClient(secure_cluster.rm_url, auth=spnego(login))
+
+
 def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, list]:
     apps = rm.applications(states=ACTIVE_STATES)
     return apps, cluster.container_processes()
@@ -47,13 +79,14 @@ def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, l
 
 @pytest.fixture(autouse=True)
 def nothing_left_behind(request: pytest.FixtureRequest):
-    """After each e2e test that used the cluster: no active application, no container process."""
-    uses_cluster = "local_cluster" in request.fixturenames
-    if uses_cluster:
-        cluster: LocalCluster = request.getfixturevalue("local_cluster")
-        rm_client: ResourceManagerClient = request.getfixturevalue("rm")
+    """After each e2e test that used a cluster: no active application, no container process."""
+    names = [("local_cluster", "rm"), ("secure_cluster", "secure_rm")]
+    used = next(((c, r) for c, r in names if c in request.fixturenames), None)
+    if used:
+        cluster: LocalCluster = request.getfixturevalue(used[0])
+        rm_client: ResourceManagerClient = request.getfixturevalue(used[1])
     yield
-    if not uses_cluster:
+    if not used:
         return
     deadline = time.monotonic() + LEFTOVER_GRACE_S
     apps, procs = leftovers(cluster, rm_client)

@@ -1,0 +1,288 @@
+"""Kerberos end to end: `tony cluster up --secure` (a real MIT KDC, Hadoop in secure mode) and
+every front end on it: ytf-submit with a keytab, tasks on delegation tokens, `tony logs|history|kill`,
+the history server, Airflow through a kerberos `yarn_default`, Azkaban and Oozie with a token file only.
+
+One secure cluster for the session (tests/e2e/conftest.py). Unless a test says otherwise, its
+processes have no Kerberos ticket at all (an empty ticket cache): what they do, they do with the
+keytab or the tokens they were given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.helpers import BIN, PAYLOADS, java_command, maven_driver, record, wait_terminal
+from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.hdfs import webhdfs
+from tony_airflow.yarn.kerberos import KerberosLogin
+from tony_airflow.yarn.local import LocalCluster
+from tony_airflow.yarn.local.kdc import USER_PASSWORD
+from tony_airflow.yarn.tokens import read_token_file
+
+pytest.importorskip("gssapi")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def secure_env(cluster: LocalCluster, tmp: Path, **extra: str) -> dict[str, str]:
+    """The secure cluster's environment (`tony cluster env`) with an empty ticket cache."""
+    env = {**os.environ, **cluster.env(), "KRB5CCNAME": f"FILE:{tmp / 'no-ticket'}"}
+    env.pop("HADOOP_TOKEN_FILE_LOCATION", None)
+    env.update(extra)
+    return env
+
+
+def keytab_args(cluster: LocalCluster) -> list[str]:
+    return ["--principal", cluster.kdc.user_principal, "--keytab", str(cluster.kdc.user_keytab)]
+
+
+def run(cmd: list[str], env: dict[str, str], timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def app_id_of(out: str) -> str:
+    match = re.search(r"Submitted application (application_\d+_\d+)", out)
+    assert match, out[-3000:]
+    return match.group(1)
+
+
+def user_fs(cluster: LocalCluster):
+    login = KerberosLogin(cluster.kdc.user_principal, str(cluster.kdc.user_keytab))
+    return webhdfs(HadoopConf.load(cluster.conf_dir), login=login)
+
+
+@pytest.fixture(scope="module")
+def ticket_env(secure_cluster: LocalCluster, tmp_path_factory) -> dict[str, str]:
+    """A shell after `kinit -kt` (the cluster's own ticket cache), for the commands that read it."""
+    tmp = tmp_path_factory.mktemp("ticket")
+    env = secure_env(secure_cluster, tmp, KRB5CCNAME=f"FILE:{tmp / 'ccache'}")
+    subprocess.run(["kinit", "-kt", str(secure_cluster.kdc.user_keytab), secure_cluster.kdc.user_principal],
+                   env=env, check=True)
+    return env
+
+
+# ------------------------------------------------------------------ refused without credentials
+def test_without_credentials_nothing_is_submitted_and_plain_requests_get_401(secure_cluster, secure_rm, tmp_path):
+    before = len(secure_rm.applications())
+    proc = run([str(BIN / "ytf-submit"), "-r", "worker:1", "true"], secure_env(secure_cluster, tmp_path), 120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "kinit" in lines[0] and "--keytab" in lines[0], proc.stderr
+    assert len(secure_rm.applications()) == before
+    for url in (f"{secure_cluster.rm_url}/ws/v1/cluster/apps",
+                f"{secure_cluster.nn_url}/webhdfs/v1/?op=LISTSTATUS",
+                f"{secure_cluster.nn_url}/webhdfs/v1/?op=LISTSTATUS&user.name=root"):
+        assert httpx.get(url, timeout=30).status_code == 401, url
+
+
+def test_a_wrong_keytab_is_refused_in_one_line(secure_cluster, tmp_path):
+    proc = run([str(BIN / "ytf-submit"), "--principal", "nobody@TONY.TEST", "--keytab",
+                str(secure_cluster.kdc.user_keytab), "-r", "worker:1", "true"], secure_env(secure_cluster, tmp_path), 120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("error: --keytab: no ticket for nobody@TONY.TEST"), proc.stderr
+
+
+# ------------------------------------------------------------------ a real job with a keytab
+@pytest.fixture(scope="module")
+def trained(secure_cluster: LocalCluster, tmp_path_factory) -> dict[str, str]:
+    """ps:1,worker:2 with hdfs:// input and output and TensorBoard, submitted with a keytab."""
+    from tony_airflow.examples.digits_data import write_npz
+
+    tmp = tmp_path_factory.mktemp("secure-job")
+    fs = user_fs(secure_cluster)
+    fs.makedirs("/tmp/secure/input", exist_ok=True)
+    for path in write_npz(str(tmp / "npz")):
+        fs.put_file(path, f"/tmp/secure/input/{Path(path).name}")
+    started = time.monotonic()
+    proc = run([str(BIN / "ytf-submit"), *keytab_args(secure_cluster), "-r", "ps:1,worker:2", "-m", "1024",
+                "-i", "hdfs:///tmp/secure/input", "-o", "hdfs:///tmp/secure/model", "-t", "-n", "secure-train",
+                "python3 -m tony_airflow.examples.digits_keras --epochs 2"], secure_env(secure_cluster, tmp))
+    record("secure ps:1,worker:2 job", time.monotonic() - started)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return {"app_id": app_id_of(proc.stdout), "out": proc.stdout, "err": proc.stderr}
+
+
+def test_keytab_job_reads_and_writes_hdfs_as_the_principal(secure_cluster, secure_rm, trained):
+    report = secure_rm.application(trained["app_id"])
+    assert report.final_status == "SUCCEEDED" and report.user == secure_cluster.kdc.user
+    fs = user_fs(secure_cluster)
+    metrics = json.loads(fs.cat("/tmp/secure/model/metrics.json"))
+    assert metrics["workers"] == 2 and metrics["test_accuracy"] > 0.5
+    owners = {info["owner"] for info in fs.ls("/tmp/secure/model", detail=True)}
+    assert owners == {secure_cluster.kdc.user}  # the principal's short name, not the daemons' `hdfs`
+    assert any("tfevents" in f for f in fs.find("/tmp/secure/model/tensorboard"))
+
+
+def test_logs_history_and_history_server_work_with_a_ticket(secure_cluster, trained, ticket_env):
+    app_id = trained["app_id"]
+    logs = run([str(BIN / "tony"), "logs", app_id], ticket_env, 180)
+    assert logs.returncode == 0 and "epoch 1 loss" in logs.stdout, logs.stdout[-2000:] + logs.stderr[-2000:]
+    show = run([str(BIN / "tony"), "history", "show", app_id], ticket_env, 120)
+    assert show.returncode == 0 and "worker" in show.stdout and "SUCCEEDED" in show.stdout, show.stderr
+    server = subprocess.Popen([str(BIN / "tony"), "history", "serve", "--port", "0"], env=ticket_env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("History server: http"), line + server.stderr.read()
+        base = line.split()[-1].rstrip("/")
+        page = httpx.get(f"{base}/", timeout=60)
+        assert page.status_code == 200 and app_id in page.text
+        job = httpx.get(f"{base}/jobs/{app_id}", timeout=60)
+        assert job.status_code == 200 and "worker" in job.text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_a_task_environment_holds_no_credential_and_nothing_secret_reaches_the_logs(secure_cluster, secure_rm, tmp_path):
+    """The task prints its environment; it copies its token file and the job secret aside for this check."""
+    aside = tmp_path / "aside"
+    aside.mkdir(mode=0o777)
+    cmd = (f"env | sort; cp $HADOOP_TOKEN_FILE_LOCATION {aside}/tokens; "
+           f"cp .tony-secret {aside}/secret 2>/dev/null || cp ../.tony-secret {aside}/secret")
+    proc = run([str(BIN / "ytf-submit"), *keytab_args(secure_cluster), "-r", "worker:1", "-m", "512", "-n",
+                "secure-env", cmd], secure_env(secure_cluster, tmp_path), 300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    app_id = app_id_of(proc.stdout)
+    logs = run([str(BIN / "tony"), "logs", app_id], ticket_env_for(secure_cluster, tmp_path), 180).stdout
+    assert "HADOOP_TOKEN_FILE_LOCATION=" in logs and "DTF_TASK_JOB_NAME=worker" in logs, logs[-3000:]
+    for forbidden in (str(secure_cluster.kdc.user_keytab), "keytab", ".keytab", USER_PASSWORD):
+        assert forbidden not in logs, forbidden
+    secret = (aside / "secret").read_text().strip()
+    tokens = read_token_file(aside / "tokens")
+    assert {t.kind for t in tokens} >= {"HDFS_DELEGATION_TOKEN"}
+    for value in (secret, *(t.url_string() for t in tokens)):
+        assert value and value not in logs and value not in proc.stdout + proc.stderr
+    assert secure_rm.application(app_id).final_status == "SUCCEEDED"
+
+
+def ticket_env_for(cluster: LocalCluster, tmp: Path) -> dict[str, str]:
+    env = secure_env(cluster, tmp, KRB5CCNAME=f"FILE:{tmp / 'ccache'}")
+    subprocess.run(["kinit", "-kt", str(cluster.kdc.user_keytab), cluster.kdc.user_principal], env=env, check=True)
+    return env
+
+
+def test_tony_kill_with_a_ticket_kills_the_job(secure_cluster, secure_rm, ticket_env):
+    proc = run([str(BIN / "ytf-submit"), "--detach", "-r", "worker:1", "-m", "512", "-n", "secure-kill",
+                "sleep 300"], ticket_env, 180)
+    assert proc.returncode == 0, proc.stderr
+    app_id = app_id_of(proc.stdout)
+    kill = run([str(BIN / "tony"), "kill", app_id], ticket_env, 120)
+    assert kill.returncode == 0, kill.stderr
+    assert wait_terminal(secure_rm, app_id, timeout=60).state == "KILLED"
+
+
+# ------------------------------------------------------------------ Airflow through a kerberos connection
+@pytest.fixture(scope="module")
+def airflow_env(secure_cluster: LocalCluster, tmp_path_factory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("airflow-secure")
+    conn = {"conn_type": "yarn", "host": secure_cluster.rm_url.split("//", 1)[1],
+            "extra": {"hadoop_conf_dir": str(secure_cluster.conf_dir), "auth": "kerberos",
+                      "principal": secure_cluster.kdc.user_principal, "keytab": str(secure_cluster.kdc.user_keytab)}}
+    return secure_env(secure_cluster, home, AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
+                      AIRFLOW_CONN_YARN_DEFAULT=json.dumps(conn))
+
+
+def _dag(env: dict[str, str], dag_file: Path, dag_id: str) -> tuple[dict, str]:
+    from tony_airflow.cli.dag_test import SUMMARY_MARK
+
+    proc = run([sys.executable, "-m", "tony_airflow.cli.dag_test", str(dag_file), dag_id], env, 900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(SUMMARY_MARK)]
+    assert lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(lines[-1][len(SUMMARY_MARK):]), proc.stdout + proc.stderr
+
+
+def test_airflow_pipeline_runs_through_a_kerberos_connection(secure_cluster, secure_rm, airflow_env):
+    summary, log = _dag(airflow_env, ROOT / "dags_examples" / "tony_pipeline.py", "tony_pipeline")
+    assert summary["state"] == "success", log[-4000:]
+    app_id = summary["xcoms"]["train"]["application_id"]
+    assert secure_rm.application(app_id).final_status == "SUCCEEDED"
+    assert summary["xcoms"]["evaluate"]["return_value"]["accuracy"] > 0.5
+
+
+def test_airflow_deferrable_operator_and_sensor_on_the_secure_cluster(secure_cluster, secure_rm, airflow_env):
+    dags = Path(__file__).resolve().parent / "airflow_dags" / "e2e_dags.py"
+    summary, log = _dag(airflow_env, dags, "tony_deferrable")
+    assert summary["state"] == "success", log[-4000:]
+    assert log.count("running trigger in line") == 2
+    assert secure_rm.application(summary["xcoms"]["train"]["application_id"]).final_status == "SUCCEEDED"
+
+
+# ------------------------------------------------------------------ Azkaban and Oozie: a token file only
+@pytest.fixture(scope="module")
+def token_file(secure_cluster: LocalCluster, tmp_path_factory) -> Path:
+    """What the scheduler's security manager hands its job: HDFS and RM delegation tokens."""
+    tmp = tmp_path_factory.mktemp("tokens")
+    path = tmp / "job.tokens"
+    proc = run([str(BIN / "tony"), "tokens", "--out", str(path), *keytab_args(secure_cluster)],
+               secure_env(secure_cluster, tmp), 120)
+    assert proc.returncode == 0, proc.stderr
+    return path
+
+
+def test_azkaban_flow_runs_with_a_token_file_only(secure_cluster, secure_rm, token_file, tmp_path):
+    import shutil
+
+    jobtype = ROOT / "azkaban_jobtype"
+    plugins = tmp_path / "plugins" / "jobtypes"
+    shutil.copytree(jobtype / "tensorflow", plugins / "tensorflow")
+    (plugins / "commonprivate.properties").write_text("execute.as.user=false\n")
+    (tmp_path / "work").mkdir()
+    flow = tmp_path / "flow"
+    flow.mkdir()
+    (flow / "train.job").write_text("type=tensorflow\ncluster_requirement=worker:1\ntask_memory=512\n"
+                                    "task_command=python3 -c \"print('trained with tokens')\"\n")
+    cmd, env = java_command(maven_driver(jobtype / "driver"), "tony.azkaban.RunFlow", str(plugins), str(flow),
+                            str(tmp_path / "work"), "301", "train")
+    env.update({k: v for k, v in secure_env(secure_cluster, tmp_path).items() if k.startswith(("KRB5", "HADOOP", "PATH", "SKEIN"))})
+    env["HADOOP_TOKEN_FILE_LOCATION"] = str(token_file)
+    env.pop("HADOOP_USER_NAME", None)
+    proc = run(cmd, env, 600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    app_id = app_id_of(proc.stdout)
+    assert secure_rm.application(app_id).final_status == "SUCCEEDED"
+
+
+def test_azkaban_job_without_tokens_or_ticket_says_so(secure_cluster, secure_rm, tmp_path):
+    props = tmp_path / "train.props"
+    props.write_text("cluster_requirement=worker:1\ntask_command=true\n")
+    before = len(secure_rm.applications())
+    proc = run([str(BIN / "tony-azkaban")], secure_env(secure_cluster, tmp_path, JOB_PROP_FILE=str(props)), 120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no Kerberos ticket and no Hadoop delegation tokens" in lines[0], proc.stderr
+    assert len(secure_rm.applications()) == before
+
+
+def test_oozie_action_runs_with_a_token_file_only(secure_cluster, secure_rm, token_file, tmp_path):
+    from tony_airflow.yarn.local import jars
+
+    work = tmp_path / "launcher"
+    work.mkdir()
+    (work / "train.py").write_text((PAYLOADS / "sleep.py").read_text())
+    gen = run([str(BIN / "tony"), "oozie", "workflow", "-r", "worker:1", "-m", "512", "--env", "SLEEP_S=1",
+               "-s", "train.py", "python3 $DTF_TASK_SCRIPT"], secure_env(secure_cluster, tmp_path), 60)
+    assert gen.returncode == 0, gen.stderr
+    (tmp_path / "workflow.xml").write_text(gen.stdout)
+    oozie_jars = maven_driver(ROOT / "oozie" / "driver", f"-Dhadoop.version={jars.hadoop_version()}")
+    wf_id = f"0000002-{time.time_ns() % 10**15:015d}-oozie-oozi-W"
+    cmd, env = java_command([*oozie_jars, str(jars.jar_dir() / "*")], "tony.oozie.RunShellAction",
+                            str(tmp_path / "workflow.xml"), "train", str(work), wf_id)
+    env.update({k: v for k, v in secure_env(secure_cluster, tmp_path).items() if k.startswith(("KRB5", "HADOOP", "PATH", "SKEIN"))})
+    env["HADOOP_TOKEN_FILE_LOCATION"] = str(token_file)
+    env.pop("HADOOP_USER_NAME", None)
+    proc = run(cmd, env, 300, cwd=work)
+    assert proc.returncode == 0 and "ACTION train OK" in proc.stdout, proc.stdout[-4000:] + proc.stderr[-2000:]
+    data = dict(line[len("ACTIONDATA "):].split("=", 1) for line in proc.stdout.splitlines()
+                if line.startswith("ACTIONDATA "))
+    assert data["final_status"] == "SUCCEEDED"
+    assert secure_rm.application(data["application_id"]).final_status == "SUCCEEDED"
