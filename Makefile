@@ -5,12 +5,13 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test,tensorflow,bench
+EXTRAS ?= test,tensorflow,bench,kerberos
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: demo test bench venv browser cluster-down clean
+.PHONY: demo test bench venv browser krb5 cluster-down clean
 
-$(STAMP): pyproject.toml
+# krb5 first: the `kerberos` extra's gssapi builds against libkrb5-dev (krb5-config).
+$(STAMP): pyproject.toml | krb5
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
@@ -48,6 +49,13 @@ bench: $(STAMP) $(TFYARN_VENV)/.installed
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+## Debian's MIT Kerberos: the KDC of `tony cluster up --secure`, kinit/klist, and the headers gssapi builds against.
+krb5:
+	@command -v krb5kdc >/dev/null && command -v kadmin.local >/dev/null && command -v kinit >/dev/null \
+	  && command -v krb5-config >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    krb5-kdc krb5-admin-server krb5-user libkrb5-dev >/dev/null; }
 
 cluster-down: $(STAMP)
 	$(BIN)/tony cluster down

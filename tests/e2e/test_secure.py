@@ -229,6 +229,15 @@ def token_file(secure_cluster: LocalCluster, tmp_path_factory) -> Path:
     return path
 
 
+def as_scheduler_job(env: dict[str, str], cluster: LocalCluster, tmp: Path, token_file: Path) -> dict[str, str]:
+    """The environment a scheduler's job gets on this cluster: its tokens, no ticket, no keytab."""
+    cluster_keys = ("KRB5", "HADOOP", "PATH", "SKEIN")
+    env = {**env, **{k: v for k, v in secure_env(cluster, tmp).items() if k.startswith(cluster_keys)}}
+    env["HADOOP_TOKEN_FILE_LOCATION"] = str(token_file)
+    env.pop("HADOOP_USER_NAME", None)
+    return env
+
+
 def test_azkaban_flow_runs_with_a_token_file_only(secure_cluster, secure_rm, token_file, tmp_path):
     import shutil
 
@@ -243,9 +252,7 @@ def test_azkaban_flow_runs_with_a_token_file_only(secure_cluster, secure_rm, tok
                                     "task_command=python3 -c \"print('trained with tokens')\"\n")
     cmd, env = java_command(maven_driver(jobtype / "driver"), "tony.azkaban.RunFlow", str(plugins), str(flow),
                             str(tmp_path / "work"), "301", "train")
-    env.update({k: v for k, v in secure_env(secure_cluster, tmp_path).items() if k.startswith(("KRB5", "HADOOP", "PATH", "SKEIN"))})
-    env["HADOOP_TOKEN_FILE_LOCATION"] = str(token_file)
-    env.pop("HADOOP_USER_NAME", None)
+    env = as_scheduler_job(env, secure_cluster, tmp_path, token_file)
     proc = run(cmd, env, 600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     app_id = app_id_of(proc.stdout)
@@ -277,9 +284,7 @@ def test_oozie_action_runs_with_a_token_file_only(secure_cluster, secure_rm, tok
     wf_id = f"0000002-{time.time_ns() % 10**15:015d}-oozie-oozi-W"
     cmd, env = java_command([*oozie_jars, str(jars.jar_dir() / "*")], "tony.oozie.RunShellAction",
                             str(tmp_path / "workflow.xml"), "train", str(work), wf_id)
-    env.update({k: v for k, v in secure_env(secure_cluster, tmp_path).items() if k.startswith(("KRB5", "HADOOP", "PATH", "SKEIN"))})
-    env["HADOOP_TOKEN_FILE_LOCATION"] = str(token_file)
-    env.pop("HADOOP_USER_NAME", None)
+    env = as_scheduler_job(env, secure_cluster, tmp_path, token_file)
     proc = run(cmd, env, 300, cwd=work)
     assert proc.returncode == 0 and "ACTION train OK" in proc.stdout, proc.stdout[-4000:] + proc.stderr[-2000:]
     data = dict(line[len("ACTIONDATA "):].split("=", 1) for line in proc.stdout.splitlines()

@@ -28,7 +28,7 @@ def secure_sites(kdc: Kdc) -> dict[str, dict[str, object]]:
     """core-, hdfs- and yarn-site additions, by file name."""
     keytab = str(kdc.service_keytab)
     http = "*"  # every HTTP/<host> principal of the keytab: clients say 127.0.0.1 or localhost
-    core = {
+    core: dict[str, object] = {
         "hadoop.security.authentication": "kerberos",
         "hadoop.security.authorization": True,
         "hadoop.security.auth_to_local": auth_to_local(),
@@ -44,7 +44,7 @@ def secure_sites(kdc: Kdc) -> dict[str, dict[str, object]]:
         "hadoop.proxyuser.HTTP.hosts": "*",
         "hadoop.proxyuser.HTTP.groups": "*",
     }
-    hdfs = {
+    hdfs: dict[str, object] = {
         "dfs.block.access.token.enable": True,
         "dfs.namenode.kerberos.principal": service_principal("nn"),
         "dfs.namenode.keytab.file": keytab,
@@ -58,7 +58,7 @@ def secure_sites(kdc: Kdc) -> dict[str, dict[str, object]]:
         "dfs.data.transfer.protection": "authentication",
         "dfs.http.policy": "HTTP_ONLY",
     }
-    yarn = {
+    yarn: dict[str, object] = {
         "yarn.resourcemanager.principal": service_principal("rm"),
         "yarn.resourcemanager.keytab": keytab,
         "yarn.resourcemanager.webapp.spnego-principal": http,
