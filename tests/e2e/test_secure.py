@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -215,6 +216,26 @@ def test_airflow_deferrable_operator_and_sensor_on_the_secure_cluster(secure_clu
     assert summary["state"] == "success", log[-4000:]
     assert log.count("running trigger in line") == 2
     assert secure_rm.application(summary["xcoms"]["train"]["application_id"]).final_status == "SUCCEEDED"
+
+
+def test_killing_the_airflow_task_kills_the_application_on_the_secure_cluster(secure_cluster, secure_rm,
+                                                                               airflow_env):
+    dags = Path(__file__).resolve().parent / "airflow_dags" / "e2e_dags.py"
+    proc = subprocess.Popen([sys.executable, "-m", "tony_airflow.cli.dag_test", str(dags), "tony_killable"],
+                            env=airflow_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        running: list = []
+        while not running:
+            assert time.monotonic() < deadline and proc.poll() is None, "the training never ran"
+            time.sleep(0.5)
+            running = secure_rm.applications(states=["RUNNING"], tags=["airflow_dag_id:tony_killable"])
+        proc.send_signal(signal.SIGTERM)  # what Airflow's supervisor does to a task that is killed
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert wait_terminal(secure_rm, running[0].id, timeout=60).state == "KILLED", out[-3000:]
 
 
 # ------------------------------------------------------------------ Azkaban and Oozie: a token file only

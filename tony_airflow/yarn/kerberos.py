@@ -88,15 +88,6 @@ def credentials(login: KerberosLogin | None = None) -> Any:
         raise UsageError(NO_CREDENTIALS) from None
 
 
-def has_ticket() -> bool:
-    """Whether the default ticket cache holds a valid ticket (what skein's driver would use)."""
-    try:
-        credentials()
-    except UsageError:
-        return False
-    return True
-
-
 def _gss_reason(exc: Exception) -> str:
     text = " ".join(str(exc).split())
     return text.split("Minor (")[-1].split("): ", 1)[-1].rstrip(")") if "Minor (" in text else text
@@ -109,13 +100,9 @@ def spnego(login: KerberosLogin | None = None) -> httpx.Auth:
         from httpx_gssapi import DISABLED, HTTPSPNEGOAuth
     except ImportError:
         raise UsageError(NEEDS_EXTRA) from None
-    # Hadoop's servers answer the negotiation but the local ones send no mutual token on redirects.
+    # The token goes with the first request (no 401 round trip per call); the server's answer token
+    # is not verified (mutual authentication off): the ticket authenticates us, the URL names the server.
     return HTTPSPNEGOAuth(creds=creds, mutual_authentication=DISABLED, opportunistic_auth=True)
-
-
-def short_name(principal: str) -> str:
-    """`tony@TONY.TEST` -> `tony`, `nn/host@R` -> `nn` (Hadoop's DEFAULT rule)."""
-    return principal.split("@", 1)[0].split("/", 1)[0]
 
 
 class RMDelegationTokenAuth(httpx.Auth):

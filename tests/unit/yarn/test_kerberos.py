@@ -12,7 +12,6 @@ from tony_airflow.yarn.kerberos import (
     RMDelegationTokenAuth,
     check_credentials,
     rm_http_auth,
-    short_name,
 )
 from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, RM_DELEGATION_KIND, HadoopToken, write_token_file
 
@@ -57,7 +56,3 @@ def test_given_tokens_are_used_for_the_rm_without_any_ticket(no_ticket, tmp_path
     assert isinstance(auth, RMDelegationTokenAuth)
     request = next(auth.auth_flow(httpx.Request("GET", "http://rm/ws/v1/cluster/apps")))
     assert request.headers["X-Hadoop-Delegation-Token"] == rm.url_string()
-
-
-def test_short_names_follow_hadoops_default_rule():
-    assert short_name("alice@TONY.TEST") == "alice" and short_name("nn/localhost@TONY.TEST") == "nn"

@@ -60,9 +60,9 @@ DAEMONS = (
     Daemon("resourcemanager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 512),
     Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384),
 )
-_environ_lock = threading.RLock()
 GPU_NODEMANAGER = Daemon("nodemanager-gpu", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384,
                          conf="conf-gpu")
+_environ_lock = threading.RLock()  # kerberos_env: one KRB5_CONFIG at a time in this process
 
 
 class LocalCluster:

@@ -40,7 +40,8 @@ def ensure_native(log=print) -> Path:
     log("Fetching Hadoop's native library (libhadoop.so) from Maven Central ...")
     proc = subprocess.run(
         [mvn, "-q", "-B", "-f", str(POM), "dependency:unpack-dependencies", f"-DoutputDirectory={staging}",
-         f"-Dmdep.unpack.includes=nativelib/{arch}/libhadoop.so"],
+         f"-Dmdep.unpack.includes=nativelib/{arch}/libhadoop.so",
+         f"-DmarkersDirectory={staging / 'markers'}"],  # not into a target/ beside the pom
         capture_output=True, text=True,
     )
     found = staging / "nativelib" / arch / "libhadoop.so"
