@@ -71,9 +71,6 @@ class ApplicationMaster:
         SIGTERM (YARN killing the application) ends the job as KILLED with its
         event log closed, if the NodeManager leaves the time for it.
         """
-        me = asyncio.current_task()
-        if me is not None:  # always, under asyncio.run
-            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, me.cancel)
         submitted = float(os.environ.get(SUBMITTED_AT_ENV) or self.started)
         self.history.emit(ev.JOB_SUBMITTED, at=submitted, app_id=self.app_id, name=self.job.name, user=self.user,
                           queue=self.job.queue, tags=self.job.tags, max_attempts=self.job.max_attempts,
@@ -84,8 +81,12 @@ class ApplicationMaster:
         # Creating the history directory must not hold up the job: it runs beside it.
         opened = asyncio.create_task(asyncio.to_thread(self.history.start, self.job.to_json()))
         flusher = asyncio.create_task(self._flush_history(opened))
+        # SIGTERM cancels the job's work only: once the attempts are over, closing the history and
+        # reporting the outcome finish (a late SIGTERM, e.g. from a NodeManager going away, is a no-op).
+        attempts = asyncio.ensure_future(self._run_attempts())
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, attempts.cancel)
         try:
-            status, diagnostics = await self._run_attempts()
+            status, diagnostics = await attempts
         except asyncio.CancelledError:
             # Killed through YARN, or the node is going away: YARN's own final status is the truth,
             # and `stopped_by` tells readers of the history to prefer it (history/model.py).
@@ -104,7 +105,8 @@ class ApplicationMaster:
         return status, diagnostics
 
     async def _flush_history(self, opened: asyncio.Task) -> None:
-        await opened
+        # shielded: cancelling the flusher (the job is over) must not cancel the opening that run() awaits
+        await asyncio.shield(opened)
         await self.history.flush_forever()
 
     async def _run_attempts(self) -> tuple[str, str]:
