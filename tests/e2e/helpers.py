@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -17,8 +18,6 @@ MEASUREMENTS = Path(__file__).resolve().parents[2] / "artifacts" / "measurements
 
 def record(name: str, seconds: float) -> None:
     """Keep a figure a test measured (artifacts/measurements.jsonl): reported, never asserted on time."""
-    import json
-
     MEASUREMENTS.parent.mkdir(exist_ok=True)
     with MEASUREMENTS.open("a") as out:
         out.write(json.dumps({"name": name, "seconds": round(seconds, 2), "at": time.time()}) + "\n")
@@ -50,6 +49,24 @@ def aggregated_logs(rm: ResourceManagerClient, app_id: str, timeout: float = 60)
         time.sleep(0.5)
     return subprocess.run(["yarn", "logs", "-applicationId", app_id], capture_output=True, text=True,
                           check=True).stdout
+
+
+def dag_command(dag_file: Path, dag_id: str) -> list[str]:
+    """A DAG run by Airflow's dag.test() in a child process (tony_airflow.cli.dag_test)."""
+    return [sys.executable, "-m", "tony_airflow.cli.dag_test", str(dag_file), dag_id]
+
+
+def dag_summary(out: str) -> dict:
+    from tony_airflow.cli.dag_test import SUMMARY_MARK
+
+    lines = [line for line in out.splitlines() if line.startswith(SUMMARY_MARK)]
+    assert lines, out[-3000:]
+    return json.loads(lines[-1][len(SUMMARY_MARK):])
+
+
+def run_dag(env: dict[str, str], dag_file: Path, dag_id: str, timeout: float = 600) -> tuple[dict, str]:
+    proc = subprocess.run(dag_command(dag_file, dag_id), env=env, capture_output=True, text=True, timeout=timeout)
+    return dag_summary(proc.stdout), proc.stdout + proc.stderr
 
 
 def maven_driver(driver_dir: Path, *maven_args: str) -> list[str]:

@@ -7,14 +7,13 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import PAYLOADS, wait_terminal
-from tony_airflow.cli.dag_test import SUMMARY_MARK, local_yarn_connection
+from tests.e2e.helpers import PAYLOADS, dag_command, dag_summary, run_dag, wait_terminal
+from tony_airflow.cli.dag_test import local_yarn_connection
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_DAGS = Path(__file__).resolve().parent / "airflow_dags" / "e2e_dags.py"
@@ -26,21 +25,6 @@ def airflow_env(local_cluster, tmp_path_factory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("airflow-home")
     return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW_CONN_YARN_DEFAULT": local_yarn_connection(local_cluster)}
-
-
-def _command(dag_file: Path, dag_id: str) -> list[str]:
-    return [sys.executable, "-m", "tony_airflow.cli.dag_test", str(dag_file), dag_id]
-
-
-def run_dag(env: dict[str, str], dag_file: Path, dag_id: str, timeout: float = 600) -> tuple[dict, str]:
-    proc = subprocess.run(_command(dag_file, dag_id), env=env, capture_output=True, text=True, timeout=timeout)
-    return _summary(proc.stdout), proc.stdout + proc.stderr
-
-
-def _summary(out: str) -> dict:
-    lines = [line for line in out.splitlines() if line.startswith(SUMMARY_MARK)]
-    assert lines, out[-3000:]
-    return json.loads(lines[-1][len(SUMMARY_MARK):])
 
 
 def _apps_of(rm, dag_id: str, states=None):
@@ -86,7 +70,7 @@ def test_failed_training_fails_the_task_with_the_yarn_diagnostics(local_cluster,
 
 
 def test_killing_the_running_task_kills_the_application(local_cluster, rm, airflow_env):
-    proc = subprocess.Popen(_command(TEST_DAGS, "tony_killable"), env=airflow_env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(dag_command(TEST_DAGS, "tony_killable"), env=airflow_env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 180
@@ -108,7 +92,7 @@ def test_killing_the_running_task_kills_the_application(local_cluster, rm, airfl
     report = wait_terminal(rm, app_id, timeout=60)
     assert report.state == "KILLED", out[-3000:]
     assert f"Killing application {app_id}" in out
-    assert _summary(out)["tasks"]["train"] == "failed"
+    assert dag_summary(out)["tasks"]["train"] == "failed"
 
 
 def test_deferrable_operator_and_sensor_wait_in_the_trigger(local_cluster, rm, airflow_env):

@@ -14,14 +14,22 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.helpers import BIN, PAYLOADS, java_command, maven_driver, record, wait_terminal
+from tests.e2e.helpers import (
+    BIN,
+    PAYLOADS,
+    dag_command,
+    java_command,
+    maven_driver,
+    record,
+    run_dag,
+    wait_terminal,
+)
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.kerberos import KerberosLogin
@@ -61,14 +69,16 @@ def user_fs(cluster: LocalCluster):
     return webhdfs(HadoopConf.load(cluster.conf_dir), login=login)
 
 
+def ticket_env_for(cluster: LocalCluster, tmp: Path) -> dict[str, str]:
+    """A shell after `kinit -kt` (a ticket cache of its own), for the commands that read one."""
+    env = secure_env(cluster, tmp, KRB5CCNAME=f"FILE:{tmp / 'ccache'}")
+    subprocess.run(["kinit", "-kt", str(cluster.kdc.user_keytab), cluster.kdc.user_principal], env=env, check=True)
+    return env
+
+
 @pytest.fixture(scope="module")
 def ticket_env(secure_cluster: LocalCluster, tmp_path_factory) -> dict[str, str]:
-    """A shell after `kinit -kt` (the cluster's own ticket cache), for the commands that read it."""
-    tmp = tmp_path_factory.mktemp("ticket")
-    env = secure_env(secure_cluster, tmp, KRB5CCNAME=f"FILE:{tmp / 'ccache'}")
-    subprocess.run(["kinit", "-kt", str(secure_cluster.kdc.user_keytab), secure_cluster.kdc.user_principal],
-                   env=env, check=True)
-    return env
+    return ticket_env_for(secure_cluster, tmp_path_factory.mktemp("ticket"))
 
 
 # ------------------------------------------------------------------ refused without credentials
@@ -166,12 +176,6 @@ def test_a_task_environment_holds_no_credential_and_nothing_secret_reaches_the_l
     assert secure_rm.application(app_id).final_status == "SUCCEEDED"
 
 
-def ticket_env_for(cluster: LocalCluster, tmp: Path) -> dict[str, str]:
-    env = secure_env(cluster, tmp, KRB5CCNAME=f"FILE:{tmp / 'ccache'}")
-    subprocess.run(["kinit", "-kt", str(cluster.kdc.user_keytab), cluster.kdc.user_principal], env=env, check=True)
-    return env
-
-
 def test_tony_kill_with_a_ticket_kills_the_job(secure_cluster, secure_rm, ticket_env):
     proc = run([str(BIN / "ytf-submit"), "--detach", "-r", "worker:1", "-m", "512", "-n", "secure-kill",
                 "sleep 300"], ticket_env, 180)
@@ -193,17 +197,8 @@ def airflow_env(secure_cluster: LocalCluster, tmp_path_factory) -> dict[str, str
                       AIRFLOW_CONN_YARN_DEFAULT=json.dumps(conn))
 
 
-def _dag(env: dict[str, str], dag_file: Path, dag_id: str) -> tuple[dict, str]:
-    from tony_airflow.cli.dag_test import SUMMARY_MARK
-
-    proc = run([sys.executable, "-m", "tony_airflow.cli.dag_test", str(dag_file), dag_id], env, 900)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(SUMMARY_MARK)]
-    assert lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(lines[-1][len(SUMMARY_MARK):]), proc.stdout + proc.stderr
-
-
 def test_airflow_pipeline_runs_through_a_kerberos_connection(secure_cluster, secure_rm, airflow_env):
-    summary, log = _dag(airflow_env, ROOT / "dags_examples" / "tony_pipeline.py", "tony_pipeline")
+    summary, log = run_dag(airflow_env, ROOT / "dags_examples" / "tony_pipeline.py", "tony_pipeline", 900)
     assert summary["state"] == "success", log[-4000:]
     app_id = summary["xcoms"]["train"]["application_id"]
     assert secure_rm.application(app_id).final_status == "SUCCEEDED"
@@ -212,7 +207,7 @@ def test_airflow_pipeline_runs_through_a_kerberos_connection(secure_cluster, sec
 
 def test_airflow_deferrable_operator_and_sensor_on_the_secure_cluster(secure_cluster, secure_rm, airflow_env):
     dags = Path(__file__).resolve().parent / "airflow_dags" / "e2e_dags.py"
-    summary, log = _dag(airflow_env, dags, "tony_deferrable")
+    summary, log = run_dag(airflow_env, dags, "tony_deferrable", 900)
     assert summary["state"] == "success", log[-4000:]
     assert log.count("running trigger in line") == 2
     assert secure_rm.application(summary["xcoms"]["train"]["application_id"]).final_status == "SUCCEEDED"
@@ -221,8 +216,8 @@ def test_airflow_deferrable_operator_and_sensor_on_the_secure_cluster(secure_clu
 def test_killing_the_airflow_task_kills_the_application_on_the_secure_cluster(secure_cluster, secure_rm,
                                                                                airflow_env):
     dags = Path(__file__).resolve().parent / "airflow_dags" / "e2e_dags.py"
-    proc = subprocess.Popen([sys.executable, "-m", "tony_airflow.cli.dag_test", str(dags), "tony_killable"],
-                            env=airflow_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(dag_command(dags, "tony_killable"), env=airflow_env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 180
         running: list = []

@@ -96,9 +96,10 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
-def login_from_args(args: argparse.Namespace) -> KerberosLogin:
-    """--principal/--keytab over the job file's `principal`/`keytab`; neither: the ticket cache (or tokens)."""
-    found = load_job_file(args.conf) if args.conf else {}
+def login_from_args(args: argparse.Namespace, opts: dict[str, Any] | None = None) -> KerberosLogin:
+    """--principal/--keytab over the job file's `principal`/`keytab` (in `opts` when the caller read
+    them already); neither: the ticket cache (or tokens)."""
+    found = opts if opts is not None else (load_job_file(args.conf) if args.conf else {})
     principal = getattr(args, "principal", None) or found.get("principal")
     keytab = getattr(args, "keytab", None) or found.get("keytab")
     for key, value in (("principal", principal), ("keytab", keytab)):
@@ -107,8 +108,8 @@ def login_from_args(args: argparse.Namespace) -> KerberosLogin:
     return KerberosLogin(principal, keytab)
 
 
-def job_from_args(args: argparse.Namespace, check_paths: bool = True):
-    opts = options_from_args(args)
+def job_from_args(args: argparse.Namespace, check_paths: bool = True, opts: dict[str, Any] | None = None):
+    opts = dict(opts) if opts is not None else options_from_args(args)
     for key in CREDENTIAL_KEYS:
         opts.pop(key, None)
     per_type: dict[str, str] = {}
@@ -123,8 +124,9 @@ def job_from_args(args: argparse.Namespace, check_paths: bool = True):
 def submit_and_wait(args: argparse.Namespace) -> int:
     """Submit and follow the job to its end. Ctrl-C (or SIGTERM) kills the application before
     exiting 130 (143); `--detach`/`--no-wait` returns once it is submitted and leaves it running."""
-    job = job_from_args(args)
-    login = login_from_args(args)
+    opts = options_from_args(args)
+    job = job_from_args(args, opts=opts)
+    login = login_from_args(args, opts)
     make_client = functools.partial(TonyClient, principal=login.principal, keytab=login.keytab)
     if job.client_mode and args.no_wait:
         raise UsageError("client: --client runs the chief in this process, so it cannot be used with --no-wait")

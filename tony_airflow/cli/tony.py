@@ -80,10 +80,10 @@ def _kill(args: argparse.Namespace) -> int:
 def _tokens(args: argparse.Namespace) -> int:
     from tony_airflow.yarn.delegation import write_tokens
     from tony_airflow.yarn.discovery import discover
-    from tony_airflow.yarn.kerberos import KerberosLogin, is_kerberos
+    from tony_airflow.yarn.kerberos import KerberosLogin
 
     cluster = discover()
-    if not is_kerberos(cluster.auth):
+    if not cluster.hadoop.kerberos:
         raise UsageError(f"tony tokens: the cluster of {cluster.conf_dir} uses simple authentication; "
                          "delegation tokens exist only on a Kerberos cluster")
     tokens = write_tokens(args.out, cluster.hadoop, KerberosLogin(args.principal, args.keytab))

@@ -31,31 +31,12 @@ from tony_airflow.core.protocol import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_A
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn.discovery import ClusterConfig, discover
+from tony_airflow.yarn.environ import scoped_environ
 from tony_airflow.yarn.jvm import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home, java_major_version
 from tony_airflow.yarn.kerberos import KerberosLogin, check_credentials
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 APP_TAG = "tony-airflow"
-
-
-_ENVIRON_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _scoped_environ(env: dict[str, str]) -> Iterator[None]:
-    """skein starts its driver JVM (and `yarn classpath`) from os.environ: set `env` only for
-    that moment, so that a later client in the same process is not pointed at this cluster."""
-    with _ENVIRON_LOCK:
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
 
 def _driver_java_options() -> list[str] | None:
@@ -317,7 +298,7 @@ class TonyClient:
     @property
     def skein(self) -> skein.Client:
         if self._skein is None:
-            with _scoped_environ(self.environment):
+            with scoped_environ(self.environment):  # skein reads its driver's settings from os.environ
                 try:
                     self._skein = skein.Client(java_options=_driver_java_options(), log=False, **self._kerberos)
                 except (skein.exceptions.SkeinError, OSError, subprocess.CalledProcessError) as exc:

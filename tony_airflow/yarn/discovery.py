@@ -41,7 +41,7 @@ def local_environment(state_dir: Path) -> dict[str, str]:
         "PATH": path,
     }
     krb5_conf = state_dir / "kdc" / "krb5.conf"
-    if krb5_conf.exists() and HadoopConf.load(state_dir / "conf").get("hadoop.security.authentication") == "kerberos":
+    if krb5_conf.exists() and HadoopConf.load(state_dir / "conf").kerberos:
         # `tony cluster up --secure`: its realm for MIT tools and gssapi, for Java, and its own ticket cache
         env["KRB5_CONFIG"] = str(krb5_conf)
         env["KRB5CCNAME"] = f"FILE:{state_dir / 'kdc' / 'ccache'}"

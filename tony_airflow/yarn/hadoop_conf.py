@@ -13,6 +13,11 @@ from pathlib import Path
 SITE_FILES = ("core-site.xml", "hdfs-site.xml", "yarn-site.xml")
 
 
+def is_kerberos(authentication: str | None) -> bool:
+    """`hadoop.security.authentication` says Kerberos (unset: simple)."""
+    return (authentication or "simple").strip().lower() == "kerberos"
+
+
 def read_site(path: Path) -> dict[str, str]:
     """The name -> value pairs of one *-site.xml file."""
     props: dict[str, str] = {}
@@ -53,6 +58,10 @@ class HadoopConf:
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.props.get(key, default)
+
+    @property
+    def kerberos(self) -> bool:
+        return is_kerberos(self.props.get("hadoop.security.authentication"))
 
     def rm_web_addresses(self) -> list[str]:
         """`http://host:port` of every ResourceManager (several under HA)."""

@@ -34,7 +34,7 @@ def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: Kerb
         conf_dir = require_conf_dir()
         conf = HadoopConf.load(conf_dir)
     address = urlparse(conf.namenode_web_address())
-    if (conf.get("hadoop.security.authentication") or "simple").lower() == "kerberos":
+    if conf.kerberos:
         token = _delegation_token(conf, login)
         return WebHDFS(host=address.hostname, port=address.port, token=token, use_listings_cache=False)
     user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from tony_airflow.errors import UsageError
+from tony_airflow.yarn.hadoop_conf import is_kerberos
 
 NEEDS_EXTRA = "kerberos: this cluster uses Kerberos, which needs gssapi and httpx-gssapi; " \
               "pip install 'tony-airflow[kerberos]'"
@@ -118,11 +119,6 @@ class RMDelegationTokenAuth(httpx.Auth):
     def auth_flow(self, request: httpx.Request):
         request.headers[self.HEADER] = self._token
         yield request
-
-
-def is_kerberos(authentication: str | None) -> bool:
-    """`hadoop.security.authentication` says Kerberos."""
-    return (authentication or "simple").strip().lower() == "kerberos"
 
 
 def rm_http_auth(authentication: str | None, login: KerberosLogin | None = None) -> httpx.Auth | None:

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import httpx
 
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn.discovery import default_local_state_dir, local_environment
+from tony_airflow.yarn.environ import scoped_environ
 from tony_airflow.yarn.jvm import ADD_OPENS, check_java, find_java_home
 from tony_airflow.yarn.kerberos import KerberosLogin, spnego
 from tony_airflow.yarn.local import jars
@@ -62,7 +62,6 @@ DAEMONS = (
 )
 GPU_NODEMANAGER = Daemon("nodemanager-gpu", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384,
                          conf="conf-gpu")
-_environ_lock = threading.RLock()  # kerberos_env: one KRB5_CONFIG at a time in this process
 
 
 class LocalCluster:
@@ -117,8 +116,8 @@ class LocalCluster:
         return [*ADD_OPENS, *krb5_java_options(self.kdc), f"-Djava.library.path={native_dir()}"]
 
     def _http_auth(self) -> httpx.Auth | None:
-        """SPNEGO as the NameNode's principal (the HDFS superuser) on a secure cluster."""
-        if not self.secure:
+        """SPNEGO as the NameNode's principal (the HDFS superuser) on a secure cluster whose KDC runs."""
+        if not self.secure or self.kdc.pid() is None:
             return None
         with self.kerberos_env():
             return spnego(KerberosLogin(service_principal("nn"), str(self.kdc.service_keytab)))
@@ -126,19 +125,8 @@ class LocalCluster:
     @contextlib.contextmanager
     def kerberos_env(self) -> Iterator[None]:
         """This realm's krb5.conf for gssapi in this process, for the duration (it reads KRB5_CONFIG)."""
-        if not self.secure:
+        with scoped_environ({"KRB5_CONFIG": str(self.kdc.krb5_conf)} if self.secure else {}):
             yield
-            return
-        with _environ_lock:
-            saved = os.environ.get("KRB5_CONFIG")
-            os.environ["KRB5_CONFIG"] = str(self.kdc.krb5_conf)
-            try:
-                yield
-            finally:
-                if saved is None:
-                    os.environ.pop("KRB5_CONFIG", None)
-                else:
-                    os.environ["KRB5_CONFIG"] = saved
 
     def env(self) -> dict[str, str]:
         """What a user (and every child process) needs to talk to this cluster."""
@@ -336,7 +324,7 @@ class LocalCluster:
             pid = self.pid(daemon)
             report[daemon.name] = f"running (pid {pid})" if pid else "stopped"
         with self.kerberos_env():
-            auth = self._http_auth() if not self.secure or self.kdc.pid() else None
+            auth = self._http_auth()
             report["yarn"] = self._yarn_health(auth)
             report["hdfs"] = self._hdfs_health(auth)
         return report
