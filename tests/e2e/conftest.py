@@ -72,6 +72,39 @@ def secure_rm(secure_cluster: LocalCluster) -> ResourceManagerClient:
     return ResourceManagerClient(secure_cluster.rm_url, auth=spnego(login))
 
 
+@pytest.fixture(scope="module")
+def multihost_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """The 3-host cluster (`tony cluster up --nodes 3`): started once, by the one module that uses it
+    (tests/e2e/test_multihost.py), and stopped after it so its eight daemons do not slow later tests.
+    Afterwards nothing of it may be left: no namespace, link, bridge or process."""
+    if os.geteuid() != 0:
+        pytest.skip("a multi-host cluster makes network namespaces, which needs root (as in CI)")
+    state_dir = tmp_path_factory.mktemp("multihost-cluster")
+    started = time.monotonic()
+    cluster = LocalCluster(state_dir)
+    try:
+        assert cli.run(["cluster", "up", "--nodes", "3", "--state-dir", str(state_dir)]) == 0
+        record("multihost cluster up (3 hosts)", time.monotonic() - started)
+        network = cluster.network
+        assert network is not None
+    except BaseException:
+        cluster.down(log=lambda *_: None)  # what a failed start made goes too
+        raise
+    try:
+        yield cluster
+    finally:
+        cluster.down(log=lambda *_: None)
+        left = [n for n in network.namespaces() if n.startswith(network.prefix + "h")]
+        links = [link for link in network.links() if link.startswith(network.prefix)]
+        assert not left and not links, f"left behind by `tony cluster down`: namespaces {left}, links {links}"
+        assert not any(cluster.running().values()), cluster.running()
+
+
+@pytest.fixture(scope="module")
+def multihost_rm(multihost_cluster: LocalCluster) -> ResourceManagerClient:
+    return ResourceManagerClient(multihost_cluster.rm_url)
+
+
 def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, list]:
     apps = rm.applications(states=ACTIVE_STATES)
     return apps, cluster.container_processes()
@@ -80,7 +113,7 @@ def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, l
 @pytest.fixture(autouse=True)
 def nothing_left_behind(request: pytest.FixtureRequest):
     """After each e2e test that used a cluster: no active application, no container process."""
-    names = [("local_cluster", "rm"), ("secure_cluster", "secure_rm")]
+    names = [("local_cluster", "rm"), ("secure_cluster", "secure_rm"), ("multihost_cluster", "multihost_rm")]
     used = next(((c, r) for c, r in names if c in request.fixturenames), None)
     if used:
         cluster: LocalCluster = request.getfixturevalue(used[0])

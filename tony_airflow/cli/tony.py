@@ -20,11 +20,15 @@ def _cluster(args: argparse.Namespace) -> int:
 
     cluster = LocalCluster(args.state_dir) if args.state_dir else LocalCluster.default()
     if args.action == "up":
-        cluster.up(port_base=args.port_base, timeout=args.timeout, log=err, gpus=args.gpus, secure=args.secure)
+        cluster.up(port_base=args.port_base, timeout=args.timeout, log=err, gpus=args.gpus, secure=args.secure,
+                   nodes=args.nodes)
         print(f"Local YARN + HDFS is up ({cluster.state_dir}).")
         print(f"  ResourceManager  {cluster.rm_url}")
         print(f"  NameNode         {cluster.nn_url}")
         print(f"  HADOOP_CONF_DIR  {cluster.conf_dir}")
+        network = cluster.network
+        for host in network.hosts if network else ():
+            print(f"  Host {host.name:11} {host.address} (network namespace {host.netns}): NodeManager, DataNode")
         if cluster.secure:
             print(f"  Kerberos         realm of {cluster.kdc.krb5_conf}; user {cluster.kdc.user_principal}, "
                   f"keytab {cluster.kdc.user_keytab}")
@@ -96,13 +100,17 @@ def build_parser() -> OneLineParser:
     parser = OneLineParser(prog="tony", description="TensorFlow on Apache Hadoop YARN.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    cluster = sub.add_parser("cluster", help="the local single-node YARN + HDFS")
+    cluster = sub.add_parser("cluster", help="the local YARN + HDFS (one host, or --nodes N)")
     cluster.add_argument("action", choices=("up", "down", "status", "env"))
     cluster.add_argument("--state-dir", help="where the cluster lives (default: $TONY_CLUSTER_HOME "
                                              "or ~/.local/state/tony-airflow/cluster)")
     cluster.add_argument("--port-base", type=int, default=None,
                          help="use ports BASE..BASE+15 instead of free ones chosen at first start")
     cluster.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the cluster")
+    cluster.add_argument("--nodes", type=int, default=None, metavar="N",
+                         help="N worker hosts, each a network namespace (198.18.0.0/24, no route out) with its own "
+                              "NodeManager and DataNode; ResourceManager and NameNode on the bridge (needs root). "
+                              "Default: 1, everything on 127.0.0.1")
     cluster.add_argument("--gpus", type=int, default=None, choices=range(0, 9), metavar="N",
                          help="add a second NodeManager labelled 'gpu' that advertises N GPUs (YARN's GPU "
                               "plugin with a discovery executable; there are no real GPUs)")

@@ -22,7 +22,7 @@ from typing import Any
 import skein
 
 from tony_airflow.core import protocol
-from tony_airflow.core.am import policy, server, tensorboard_proxy
+from tony_airflow.core.am import hosts, policy, server, tensorboard_proxy
 from tony_airflow.core.am.policy import Outcome
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.history import events as ev
@@ -46,6 +46,8 @@ TICK_S = 0.25
 # Once every task runs, YARN's view of the containers is only a backstop (executors report their own
 # exits): asking skein's AM for it 4 times a second took CPU from the training (bench.training_overhead).
 STEADY_POLL_S = 2.0
+# How long past the NodeManager liveness expiry a retry waits for YARN to declare a lost host lost
+VERDICT_MARGIN_S = 30.0
 
 
 class ApplicationMaster:
@@ -194,7 +196,11 @@ class ApplicationMaster:
                 except TimeoutError:
                     pass
         reg.end_attempt()
-        await self._stop_remaining()
+        lost: list[hosts.LostHost] = []
+        if not outcome.ok:
+            outcome, lost = await self._blame_lost_hosts(attempt, outcome)
+        retrying = policy.retry(outcome, attempt, self.job, self.started, time.time())
+        await self._stop_remaining(lost, await_verdict=retrying)
         self._report_progress(force=True)
         failed = outcome.task
         self.history.emit(ev.ATTEMPT_ENDED, attempt=attempt, ok=outcome.ok, reason=outcome.reason,
@@ -243,14 +249,59 @@ class ApplicationMaster:
                     await asyncio.sleep(0.5)
                     self.registry.container_gone(key, f"container {c.yarn_container_id} {state}: {c.exit_message}")
 
-    async def _stop_remaining(self) -> None:
-        """Ask live tasks to stop (via heartbeats), then kill what did not."""
+    async def _blame_lost_hosts(self, attempt: int, outcome: Outcome) -> tuple[Outcome, list[hosts.LostHost]]:
+        """A failed attempt whose tasks lost their host: say so first (the survivors' errors follow from it)."""
+        lost = await asyncio.to_thread(hosts.find_lost, list(self.registry.tasks.values()), time.time(),
+                                       self.job.heartbeat_interval)
+        if not lost:
+            return outcome, []
+        for host in lost:
+            log.error("attempt %d: %s", attempt, host.describe())
+            self.history.emit(ev.HOST_LOST, attempt=attempt, host=host.host, node_http=host.node_http,
+                              tasks=host.tasks, by_yarn=host.by_yarn)
+        reason = "; ".join(h.describe() for h in lost)
+        if outcome.reason:
+            reason += f"; the attempt ended with: {outcome.reason}"
+        return Outcome(False, reason, outcome.task), lost
+
+    async def _await_verdict(self, lost: list[hosts.LostHost]) -> None:
+        """Before a retry: wait until YARN has declared the lost hosts lost (it reports their containers),
+        or they answer again, so that the new attempt's containers are not placed on them."""
+        reg = self.registry
+        on_lost = {h.node_http: [k for k, t in reg.tasks.items() if t.node_http == h.node_http] for h in lost}
+        expiry = hosts.liveness_expiry_s()
+        deadline = time.time() + expiry + VERDICT_MARGIN_S
+        log.info("waiting up to %.0fs for YARN to declare %s lost", deadline - time.time(),
+                 ", ".join(h.host for h in lost))
+        while time.time() < deadline:
+            await self._poll_containers()
+            pending = [http for http, keys in on_lost.items() if any(not reg.tasks[k].done for k in keys)]
+            if not pending:
+                log.info("YARN has released the containers of the lost host(s)")
+                return
+            back = await asyncio.gather(*(asyncio.to_thread(hosts.answers, http) for http in pending))
+            if all(back):
+                log.info("the lost host(s) answer again: %s", ", ".join(pending))
+                return
+            await asyncio.sleep(1.0)
+        log.warning("YARN did not declare %s lost within %.0fs", ", ".join(h.host for h in lost), expiry)
+
+    async def _stop_remaining(self, lost: list[hosts.LostHost] | None = None, await_verdict: bool = False) -> None:
+        """Ask live tasks to stop (via heartbeats), then kill what did not.
+
+        Tasks on lost hosts cannot hear the request; before a retry their containers are left to
+        YARN's verdict (killing them would free the host's resources for the next attempt)."""
         reg = self.registry
         reg.request_stop()
+        lost = lost or []
+        unreachable = {h.node_http for h in lost}
         deadline = time.time() + self.job.stop_grace + 2 * self.job.heartbeat_interval
-        while time.time() < deadline and any(not x.done and x.registered_at for x in reg.tasks.values()):
+        while time.time() < deadline and any(not x.done and x.registered_at and x.node_http not in unreachable
+                                             for x in reg.tasks.values()):
             await asyncio.sleep(TICK_S)
             await self._poll_containers()
+        if lost and await_verdict:
+            await self._await_verdict(lost)
         for cid in list(self._container_of):
             try:
                 await asyncio.to_thread(self.app.kill_container, cid)

@@ -29,15 +29,20 @@ from tony_airflow.yarn.local import jars
 from tony_airflow.yarn.local.config import (
     DAEMON_PORTS,
     GPU_LABEL,
+    HOST_MEMORY_MB,
+    HOST_VCORES,
     PORT_KEYS,
     ClusterSettings,
     free_ports,
+    host_conf_dir,
+    host_dirs,
     port_is_free,
     write_conf,
 )
 from tony_airflow.yarn.local.kdc import Kdc, service_principal
 from tony_airflow.yarn.local.launchers import write_launchers
 from tony_airflow.yarn.local.native import ensure_native, native_dir
+from tony_airflow.yarn.local.network import MAX_HOSTS, Host, HostNetwork, free_slot
 from tony_airflow.yarn.local.processes import (
     container_processes,
     pid_alive,
@@ -52,16 +57,31 @@ class Daemon:
     main_class: str
     heap_mb: int
     conf: str = "conf"
+    host: Host | None = None  # a worker host of a multi-host cluster: the daemon runs in its namespace
+
+    @property
+    def kind(self) -> str:
+        """namenode, datanode, resourcemanager or nodemanager."""
+        return self.name.split("-")[0]
 
 
-DAEMONS = (
-    Daemon("namenode", "org.apache.hadoop.hdfs.server.namenode.NameNode", 384),
-    Daemon("datanode", "org.apache.hadoop.hdfs.server.datanode.DataNode", 256),
-    Daemon("resourcemanager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 512),
-    Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384),
-)
-GPU_NODEMANAGER = Daemon("nodemanager-gpu", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384,
-                         conf="conf-gpu")
+NAMENODE = Daemon("namenode", "org.apache.hadoop.hdfs.server.namenode.NameNode", 384)
+DATANODE = Daemon("datanode", "org.apache.hadoop.hdfs.server.datanode.DataNode", 256)
+RESOURCEMANAGER = Daemon("resourcemanager", "org.apache.hadoop.yarn.server.resourcemanager.ResourceManager", 512)
+NODEMANAGER = Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384)
+DAEMONS = (NAMENODE, DATANODE, RESOURCEMANAGER, NODEMANAGER)
+GPU_NODEMANAGER = Daemon("nodemanager-gpu", NODEMANAGER.main_class, 384, conf="conf-gpu")
+
+
+def daemons_of(settings: ClusterSettings) -> tuple[Daemon, ...]:
+    """The daemons a cluster of these settings runs, in start order."""
+    network = settings.network
+    if network:
+        return (NAMENODE, RESOURCEMANAGER, *(
+            Daemon(f"{d.name}-{host.name}", d.main_class, d.heap_mb, conf=host_conf_dir(Path("conf"), host).name,
+                   host=host)
+            for host in network.hosts for d in (DATANODE, NODEMANAGER)))
+    return DAEMONS + ((GPU_NODEMANAGER,) if settings.gpus else ())
 
 
 class LocalCluster:
@@ -74,7 +94,6 @@ class LocalCluster:
         self.log_dir = self.state_dir / "logs"
         self.run_dir = self.state_dir / "run"
         self.nm_local_dir = self.state_dir / "nm-local"
-        self.nm_local_dirs = (self.nm_local_dir, self.state_dir / "nm-gpu-local")
         self.settings_file = self.state_dir / "cluster.json"
         self.kdc = Kdc(self.state_dir / "kdc")
 
@@ -134,8 +153,18 @@ class LocalCluster:
 
     @property
     def daemons(self) -> tuple[Daemon, ...]:
-        gpus = self.settings.gpus if self.settings_file.exists() else 0
-        return DAEMONS + ((GPU_NODEMANAGER,) if gpus else ())
+        return daemons_of(self.settings) if self.settings_file.exists() else DAEMONS
+
+    @property
+    def network(self) -> HostNetwork | None:
+        """The hosts of a multi-host cluster (None for the single-host one)."""
+        return self.settings.network if self.settings_file.exists() else None
+
+    @property
+    def nm_local_dirs(self) -> tuple[Path, ...]:
+        network = self.network
+        hosts = tuple(host_dirs(self.state_dir, h)["nm-local"] for h in network.hosts) if network else ()
+        return (self.nm_local_dir, self.state_dir / "nm-gpu-local", *hosts)
 
     # --------------------------------------------------------------------- pids
     def _pid_file(self, daemon: Daemon) -> Path:
@@ -167,10 +196,14 @@ class LocalCluster:
 
     # ----------------------------------------------------------------------- up
     def up(self, port_base: int | None = None, timeout: float = 180.0, log=print, gpus: int | None = None,
-           secure: bool | None = None) -> None:
+           secure: bool | None = None, nodes: int | None = None) -> None:
         """Start whatever is not running and wait until YARN and HDFS serve.
 
-        `secure=True` first creates and starts this cluster's KDC and turns Kerberos on."""
+        `secure=True` first creates and starts this cluster's KDC and turns Kerberos on.
+        `nodes=N` (N > 1) runs N worker hosts, each a network namespace with its own
+        NodeManager and DataNode (`network.HostNetwork`)."""
+        if nodes is not None and not 1 <= nodes <= MAX_HOSTS:
+            raise UsageError(f"--nodes: {nodes} hosts; allowed: 1 to {MAX_HOSTS}")
         java_home = find_java_home()
         check_java(java_home)
         if port_base is not None and not 1024 <= port_base <= 65535 - len(PORT_KEYS):
@@ -190,12 +223,21 @@ class LocalCluster:
                 raise UsageError(f"--secure: the cluster at {self.state_dir} is running {state} Kerberos; "
                                  "run `tony cluster down` first")
             settings.secure = secure
+        if nodes is not None and nodes != settings.nodes:
+            if any(running.values()):
+                raise UsageError(f"--nodes: the cluster at {self.state_dir} is running with {settings.nodes} "
+                                 "host(s); run `tony cluster down` first")
+            fresh = ClusterSettings(ports={})
+            settings.nodes, settings.net_slot = nodes, fresh.net_slot
+            settings.nm_memory_mb, settings.nm_vcores = fresh.nm_memory_mb, fresh.nm_vcores
+            settings.max_alloc_mb, settings.max_alloc_vcores = fresh.max_alloc_mb, fresh.max_alloc_vcores
+        self._check_multi_host(settings)
         if settings.secure and not settings.kdc_port:
             settings.kdc_port = free_ports(1)[0]
-        daemons = DAEMONS + ((GPU_NODEMANAGER,) if settings.gpus else ())
+        daemons = daemons_of(settings)
         running = {d.name: running.get(d.name) for d in daemons}
         for daemon in daemons:
-            if running[daemon.name] is None:
+            if running[daemon.name] is None and daemon.host is None:
                 for key in DAEMON_PORTS[daemon.name]:
                     port = settings.ports[key]
                     if not port_is_free(port):
@@ -206,6 +248,12 @@ class LocalCluster:
         for sub in ("data", "logs", "run", "nm-local", "nm-logs", "nm-gpu-local", "nm-gpu-logs", "tmp",
                     "node-labels"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        network = settings.network
+        if network:
+            self._network_up(network, any(running.values()), log)
+            for host in network.hosts:
+                for path in host_dirs(self.state_dir, host).values():
+                    path.mkdir(parents=True, exist_ok=True)
         settings.save(self.settings_file)
         if settings.secure:
             ensure_native(log=log)
@@ -224,6 +272,38 @@ class LocalCluster:
             self._label_gpu_node()
         if settings.secure:
             self._make_user_home()
+
+    @staticmethod
+    def _check_multi_host(settings: ClusterSettings) -> None:
+        """A multi-host cluster: what it cannot be combined with, root, and its slot and host size."""
+        if settings.nodes == 1:
+            return
+        if settings.secure:
+            raise UsageError("--nodes: a multi-host cluster runs with simple authentication; "
+                             "allowed with --secure: --nodes 1")
+        if settings.gpus:
+            raise UsageError("--nodes: a multi-host cluster has no GPU node; allowed with --gpus: --nodes 1")
+        if os.geteuid() != 0:
+            raise UsageError("--nodes: a multi-host cluster makes network namespaces, which needs root; "
+                             "allowed without root: --nodes 1")
+        if settings.net_slot < 0:
+            settings.net_slot = free_slot()
+            settings.nm_memory_mb, settings.nm_vcores = HOST_MEMORY_MB, HOST_VCORES
+            settings.max_alloc_mb = min(settings.max_alloc_mb, HOST_MEMORY_MB)
+            settings.max_alloc_vcores = min(settings.max_alloc_vcores, HOST_VCORES)
+
+    def _network_up(self, network: HostNetwork, some_running: bool, log) -> None:
+        """The bridge and namespaces; when nothing runs, first whatever a crashed run left of them."""
+        if some_running:
+            if not network.exists():
+                raise ClusterError(f"the hosts of the cluster at {self.state_dir} are gone while some of its "
+                                   "daemons run; run `tony cluster down` first")
+            return
+        leftovers = network.all_pids()
+        if leftovers:
+            log(f"stopping {len(leftovers)} process(es) an earlier run left on its hosts")
+            terminate(leftovers, grace=5.0)
+        network.up()
 
     def _make_user_home(self) -> None:
         """`/user/<name>` of the user principal, owned by it (skein stages there), and a world-writable /tmp."""
@@ -273,8 +353,10 @@ class LocalCluster:
         return ClusterSettings.choose(port_base)
 
     def _java_cmd(self, java_home: Path, jar_dir: Path, daemon: Daemon, *args: str) -> list[str]:
+        network = self.network
+        inside = network.exec_prefix(daemon.host) if network and daemon.host else []
         return [
-            str(java_home / "bin" / "java"), f"-Xmx{daemon.heap_mb}m", *self.java_opts(),
+            *inside, str(java_home / "bin" / "java"), f"-Xmx{daemon.heap_mb}m", *self.java_opts(),
             f"-Dproc_{daemon.name}", f"-Dhadoop.log.dir={self.log_dir}",
             f"-Dyarn.log.dir={self.log_dir}", f"-Dhadoop.log.file={daemon.name}.log",
             f"-Dhadoop.home.dir={self.state_dir}", "-Dhadoop.root.logger=INFO,RFA",
@@ -325,38 +407,60 @@ class LocalCluster:
             report[daemon.name] = f"running (pid {pid})" if pid else "stopped"
         with self.kerberos_env():
             auth = self._http_auth()
-            report["yarn"] = self._yarn_health(auth)
-            report["hdfs"] = self._hdfs_health(auth)
+            yarn_nodes = self._yarn_nodes(auth)
+            datanodes = self._datanodes(auth)
+        running = [n for n in yarn_nodes or [] if n.get("state") == "RUNNING"]
+        report["yarn"] = ("unreachable" if yarn_nodes is None else
+                          f"{len(running)} RUNNING node(s)" if running else "no RUNNING node")
+        if datanodes is None:
+            report["hdfs"] = "unreachable"
+        else:
+            live, safemode = datanodes
+            report["hdfs"] = (f"{len(live)} live DataNode(s)" + (", in safe mode" if safemode else "")
+                              if live else "no live DataNode")
+        network = self.network
+        if network:
+            live = datanodes[0] if datanodes else set()
+            for host in network.hosts:
+                report[f"host {host.name}"] = self._host_health(network, host, yarn_nodes or [], live)
         return report
 
-    def _yarn_health(self, auth: httpx.Auth | None) -> str:
-        try:
-            nodes = httpx.get(f"{self.rm_url}/ws/v1/cluster/nodes", timeout=5, auth=auth).json()
-        except (httpx.HTTPError, ValueError):
-            return "unreachable"
-        node_list = (nodes.get("nodes") or {}).get("node") or []
-        running = [n for n in node_list if n.get("state") == "RUNNING"]
-        return f"{len(running)} RUNNING node(s)" if running else "no RUNNING node"
+    def _host_health(self, network: HostNetwork, host: Host, yarn_nodes: list[dict], live: set[str]) -> str:
+        """One line per worker host: its address, its link, and what YARN and HDFS think of it."""
+        node = next((n for n in yarn_nodes if n.get("nodeHostName") == host.address
+                     or str(n.get("id", "")).startswith(host.address + ":")), None)
+        yarn = f"node {node['id']} {node.get('state')}" if node else "no YARN node"
+        hdfs = "DataNode live" if host.address in live else "DataNode not live"
+        link = "link up" if network.link_is_up(host) else "link DOWN"
+        return f"{host.address} ({host.netns}), {link}, {yarn}, {hdfs}"
 
-    def _hdfs_health(self, auth: httpx.Auth | None) -> str:
+    def _yarn_nodes(self, auth: httpx.Auth | None) -> list[dict] | None:
+        try:
+            nodes = httpx.get(f"{self.rm_url}/ws/v1/cluster/nodes", timeout=5, auth=auth,
+                              params={"states": "NEW,RUNNING,UNHEALTHY,LOST,SHUTDOWN,REBOOTED,DECOMMISSIONED"}
+                              ).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        return (nodes.get("nodes") or {}).get("node") or []
+
+    def _datanodes(self, auth: httpx.Auth | None) -> tuple[set[str], bool] | None:
+        """The addresses of the live DataNodes, and whether HDFS is in safe mode."""
         try:
             beans = httpx.get(f"{self.nn_url}/jmx", auth=auth,
                               params={"qry": "Hadoop:service=NameNode,name=NameNodeInfo"}, timeout=5).json()
             info = beans["beans"][0]
+            live = json.loads(info.get("LiveNodes") or "{}")
         except (httpx.HTTPError, ValueError, KeyError, IndexError):
-            return "unreachable"
-        live = len(json.loads(info.get("LiveNodes") or "{}"))
-        safemode = info.get("Safemode") or ""
-        if live < 1:
-            return "no live DataNode"
-        return f"{live} live DataNode(s)" + (", in safe mode" if safemode else "")
+            return None
+        return {str(v.get("xferaddr", k)).rsplit(":", 1)[0] for k, v in live.items()}, bool(info.get("Safemode"))
 
     def is_ready(self) -> bool:
         health = self.health()
-        nodes = len([d for d in self.daemons if d.name.startswith("nodemanager")])
+        nodes = len([d for d in self.daemons if d.kind == "nodemanager"])
+        datanodes = len([d for d in self.daemons if d.kind == "datanode"])
         return (all(health[d.name].startswith("running") for d in self.daemons)
                 and health["yarn"] == f"{nodes} RUNNING node(s)"
-                and health["hdfs"].endswith("live DataNode(s)"))
+                and health["hdfs"] == f"{datanodes} live DataNode(s)")
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout
@@ -391,6 +495,13 @@ class LocalCluster:
         for daemon in daemons:
             self._pid_file(daemon).unlink(missing_ok=True)
         self.kdc.stop()
+        network = self.network
+        if network:
+            leftovers = network.all_pids()
+            if leftovers:
+                log(f"stopping {len(leftovers)} leftover process(es) on the hosts")
+                terminate(leftovers, grace=5.0)
+            network.down()
 
     def container_processes(self):
         return [p for d in self.nm_local_dirs for p in container_processes(d)]

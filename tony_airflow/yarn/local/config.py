@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tony_airflow.yarn.hadoop_conf import write_site
 from tony_airflow.yarn.local.kdc import Kdc
+from tony_airflow.yarn.local.network import Host, HostNetwork
 from tony_airflow.yarn.local.secure import secure_sites
 
 HOST = "127.0.0.1"
@@ -43,6 +44,16 @@ DAEMON_PORTS = {
     "nodemanager": tuple(k for k in PORT_KEYS if k.startswith("yarn.nodemanager.")),
     "nodemanager-gpu": tuple(k for k in PORT_KEYS if k.startswith("gpu:")),
 }
+# A multi-host cluster's NodeManagers and DataNodes listen in their own namespaces, on the same ports
+HOST_DAEMONS = ("datanode", "nodemanager")
+# What a multi-host cluster's NodeManager offers by default: enough for a task and the AM, not two
+# tasks of the tests' size, so YARN spreads them; 13 hosts of it still fit in this machine's memory.
+HOST_MEMORY_MB = 4096
+HOST_VCORES = 4
+# How soon YARN gives up on a silent NodeManager (and HDFS on a DataNode) in a multi-host cluster:
+# seconds, not YARN's 10 minutes, so that losing a host is something a test can wait for.
+NM_LIVENESS_EXPIRY_MS = 10_000
+DN_RECHECK_MS = 5_000
 
 
 def port_is_free(port: int) -> bool:
@@ -82,6 +93,9 @@ class ClusterSettings:
     gpus: int = 0
     secure: bool = False
     kdc_port: int = 0
+    nodes: int = 1  # worker hosts: 1 = NodeManager and DataNode on 127.0.0.1; more = network namespaces
+    net_slot: int = -1  # the /28 of 198.18.0.0/24 a multi-host cluster holds (network.HostNetwork)
+    nm_liveness_expiry_ms: int = NM_LIVENESS_EXPIRY_MS
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -100,8 +114,18 @@ class ClusterSettings:
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=2) + "\n")
 
+    @property
+    def network(self) -> HostNetwork | None:
+        return HostNetwork(self.net_slot, self.nodes) if self.nodes > 1 else None
+
+    @property
+    def master_host(self) -> str:
+        """Where the ResourceManager and NameNode listen: loopback, or the bridge every host reaches."""
+        network = self.network
+        return network.bridge_address if network else HOST
+
     def address(self, key: str) -> str:
-        return f"{HOST}:{self.ports[key]}"
+        return f"{self.master_host}:{self.ports[key]}"
 
 
 _LOG4J = """\
@@ -137,14 +161,15 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
     conf_dir.mkdir(parents=True, exist_ok=True)
     a = settings.address
     secure = secure_sites(Kdc(state_dir / "kdc")) if settings.secure else {}
-    write_site(conf_dir / "core-site.xml", {
+    core = {
         "fs.defaultFS": f"hdfs://{a('fs.defaultFS')}",
         "hadoop.tmp.dir": str(state_dir / "tmp"),
         "hadoop.security.authentication": "simple",
         "hadoop.http.staticuser.user": "root",
         **secure.get("core-site.xml", {}),
-    })
-    write_site(conf_dir / "hdfs-site.xml", {
+    }
+    write_site(conf_dir / "core-site.xml", core)
+    hdfs = {
         "dfs.namenode.rpc-address": a("fs.defaultFS"),
         "dfs.namenode.http-address": a("dfs.namenode.http-address"),
         "dfs.namenode.name.dir": f"file://{state_dir / 'data' / 'namenode'}",
@@ -160,9 +185,29 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
         "dfs.heartbeat.interval": 1,
         "dfs.namenode.heartbeat.recheck-interval": 30000,
         **secure.get("hdfs-site.xml", {}),
-    })
+    }
+    network = settings.network
+    if network:
+        hdfs.update({
+            # a block survives the loss of a host (skein's staged files, a checkpoint)
+            "dfs.replication": min(3, settings.nodes),
+            # DataNodes register by address; there is no DNS to turn 198.18.0.x into a name
+            "dfs.namenode.datanode.registration.ip-hostname-check": False,
+            "dfs.namenode.heartbeat.recheck-interval": DN_RECHECK_MS,
+            # a DataNode silent for seconds is passed over for reads and new blocks before it is declared dead
+            "dfs.namenode.stale.datanode.interval": DN_RECHECK_MS,
+            "dfs.namenode.avoid.read.stale.datanode": True,
+            "dfs.namenode.avoid.write.stale.datanode": True,
+            # a write whose pipeline lost a host goes on with the others: with three hosts there is no
+            # spare to replace it with (Hadoop's advice for clusters of three nodes or fewer)
+            "dfs.client.block.write.replace-datanode-on-failure.policy": "NEVER",
+            # a connection to a host whose link went down fails in seconds, not minutes
+            "dfs.client.socket-timeout": 15_000,
+            "dfs.datanode.socket.write.timeout": 20_000,
+        })
+    write_site(conf_dir / "hdfs-site.xml", hdfs)
     yarn = {
-        "yarn.resourcemanager.hostname": HOST,
+        "yarn.resourcemanager.hostname": settings.master_host,
         "yarn.nodemanager.hostname": HOST,
         **{key: a(key) for key in PORT_KEYS if key.startswith("yarn.")},
         "yarn.resourcemanager.nodemanagers.heartbeat-interval-ms": 250,
@@ -207,6 +252,16 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
     if settings.gpus:
         yarn["yarn.resource-types"] = "yarn.io/gpu"
         write_site(conf_dir / "resource-types.xml", {"yarn.resource-types": "yarn.io/gpu"})
+    if network:
+        yarn.update({
+            "yarn.nm.liveness-monitor.expiry-interval-ms": settings.nm_liveness_expiry_ms,
+            "yarn.resourcemanager.nm.liveness-monitor.interval-ms": 1000,
+            # an AM starting or stopping a container on a host that is gone gives up in seconds
+            "yarn.client.nodemanager-connect.max-wait-ms": 15_000,
+            "yarn.client.nodemanager-connect.retry-interval-ms": 1000,
+            # a NodeManager whose link comes back reaches the ResourceManager again within a second
+            "yarn.resourcemanager.connect.retry-interval.ms": 1000,
+        })
     yarn.update(secure.get("yarn-site.xml", {}))
     yarn.update(settings.extra)
     write_site(conf_dir / "yarn-site.xml", yarn)
@@ -226,6 +281,44 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
     (conf_dir / "log4j.properties").write_text(_LOG4J)
     if settings.gpus:
         write_gpu_node_conf(conf_dir, state_dir, settings, yarn)
+    if network:
+        for host in network.hosts:
+            write_host_conf(conf_dir, state_dir, host, settings, hdfs, yarn)
+
+
+def host_conf_dir(conf_dir: Path, host: Host) -> Path:
+    return conf_dir.with_name(f"conf-{host.name}")
+
+
+def host_dirs(state_dir: Path, host: Host) -> dict[str, Path]:
+    """The directories one host's DataNode and NodeManager own."""
+    return {"data": state_dir / "data" / f"datanode-{host.name}", "nm-local": state_dir / f"nm-local-{host.name}",
+            "nm-logs": state_dir / f"nm-logs-{host.name}"}
+
+
+def write_host_conf(conf_dir: Path, state_dir: Path, host: Host, settings: ClusterSettings, hdfs: dict,
+                    yarn: dict) -> Path:
+    """`conf-h<N>/`: the cluster as one host's DataNode and NodeManager see it (their address, their dirs)."""
+    target = host_conf_dir(conf_dir, host)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("core-site.xml", "capacity-scheduler.xml", "log4j.properties"):
+        (target / name).write_bytes((conf_dir / name).read_bytes())
+    dirs = host_dirs(state_dir, host)
+    port = settings.ports
+    write_site(target / "hdfs-site.xml", {
+        **hdfs,
+        "dfs.datanode.data.dir": f"file://{dirs['data']}",
+        **{key: f"{host.address}:{port[key]}" for key in DAEMON_PORTS["datanode"]},
+        "dfs.datanode.hostname": host.address,
+    })
+    write_site(target / "yarn-site.xml", {
+        **yarn,
+        "yarn.nodemanager.hostname": host.address,
+        **{key: f"{host.address}:{port[key]}" for key in DAEMON_PORTS["nodemanager"]},
+        "yarn.nodemanager.local-dirs": str(dirs["nm-local"]),
+        "yarn.nodemanager.log-dirs": str(dirs["nm-logs"]),
+    })
+    return target
 
 
 _FAKE_NVIDIA_SMI = """#!/usr/bin/env bash

@@ -1,0 +1,319 @@
+"""Three hosts on one machine (`tony cluster up --nodes 3`): addressing across hosts, and losing one.
+
+Each host is a network namespace with its own NodeManager and DataNode; its
+containers live in it. The spread of ps:1,worker:2 over the three hosts is
+forced by size: a host's NodeManager offers 4096 MiB, a task asks 2560 MiB,
+so no host holds two tasks (the AM's 512 MiB and TensorBoard's 1024 MiB fit beside one). A host is lost
+for real: its NodeManager and containers killed with SIGKILL, or its only link
+set down while everything on it lives on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.helpers import PAYLOADS, record
+from tony_airflow.yarn.hdfs import webhdfs
+from tony_airflow.yarn.local import LocalCluster
+from tony_airflow.yarn.local.network import Host
+from tony_airflow.yarn.rest import ResourceManagerClient
+
+pytest.importorskip("tensorflow")
+
+BIN = Path(sys.executable).parent
+TASK_MB = "2560"  # one task per host (see the module's docstring)
+TRAIN = "python3 -m tony_airflow.examples.digits_keras --epochs 12 --sleep-per-epoch 2"
+
+
+@pytest.fixture(autouse=True)
+def multihost_env(multihost_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch):
+    """Every command and WebHDFS call of these tests talks to the 3-host cluster."""
+    for key, value in multihost_cluster.env().items():
+        monkeypatch.setenv(key, value)
+
+
+def _submit(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([str(BIN / "ytf-submit"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _app_id(submit: subprocess.Popen) -> str:
+    first = submit.stdout.readline()  # "Submitted application <id>"
+    app_id = first.split()[-1]
+    assert app_id.startswith("application_"), first
+    return app_id
+
+
+def _finish(submit: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
+    try:
+        return submit.communicate(timeout=timeout)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(kv.split("=", 1) for kv in raw.decode(errors="replace").split("\0") if "=" in kv)
+
+
+def _containers_on(cluster: LocalCluster, host: Host) -> dict[int, str]:
+    """pid -> YARN container id of every container process in the host's namespace."""
+    network = cluster.network
+    assert network
+    found = {pid: _environ(pid).get("CONTAINER_ID", "") for pid in network.pids(host)}
+    return {pid: cid for pid, cid in found.items() if cid}
+
+
+def _victim(cluster: LocalCluster, app_id: str) -> Host:
+    """A host running a task of the application but not its AM (container 1): losing it loses a task."""
+    network = cluster.network
+    assert network
+    app = app_id.split("_", 1)[1]
+    for host in network.hosts:
+        ids = {cid for cid in _containers_on(cluster, host).values() if app in cid}
+        if ids and not any(cid.endswith("_000001") for cid in ids):
+            return host
+    raise AssertionError(f"no host runs a task of {app_id} without its AM")
+
+
+def _wait_for_checkpoint(out: str, submit: subprocess.Popen) -> None:
+    fs = webhdfs()
+    deadline = time.monotonic() + 300
+    while not fs.exists(f"{out}/backup/chief/checkpoint"):  # a backup has reached HDFS: attempt 2 can resume
+        assert submit.poll() is None, submit.communicate()
+        assert time.monotonic() < deadline, "no checkpoint reached HDFS"
+        time.sleep(1)
+
+
+def _kill_host(cluster: LocalCluster, host: Host) -> None:
+    """SIGKILL the host's NodeManager and every container process on it (its DataNode lives on)."""
+    nodemanager = next(d for d in cluster.daemons if d.name == f"nodemanager-{host.name}")
+    pids = [cluster.pid(nodemanager), *_containers_on(cluster, host)]
+    for pid in pids:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+
+
+def _node_state(rm: ResourceManagerClient, host: Host) -> str:
+    nodes = rm.get("/ws/v1/cluster/nodes", params={"states": "RUNNING,LOST,UNHEALTHY,SHUTDOWN,NEW"})
+    states = [n["state"] for n in (nodes.get("nodes") or {}).get("node") or [] if n["nodeHostName"] == host.address]
+    return states[0] if states else "absent"
+
+
+def _rejoin(cluster: LocalCluster, rm: ResourceManagerClient, host: Host) -> float:
+    """Wait until the host is a RUNNING YARN node again and nothing of the job runs on it; seconds waited."""
+    started = time.monotonic()
+    deadline = started + 120
+    while _node_state(rm, host) != "RUNNING" or _containers_on(cluster, host):
+        assert time.monotonic() < deadline, (f"{host.address} did not rejoin: {_node_state(rm, host)}, "
+                                             f"{_containers_on(cluster, host)}")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+def _events(app_id: str) -> list[dict]:
+    text = webhdfs().cat(f"/tmp/tony-history/{app_id}/events.jsonl").decode()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _metrics(out: str) -> dict:
+    return json.loads(webhdfs().cat(f"{out}/metrics.json"))
+
+
+def _expiry_s(cluster: LocalCluster) -> float:
+    return cluster.settings.nm_liveness_expiry_ms / 1000.0
+
+
+# --------------------------------------------------------------------------------------------- the hosts
+def test_three_hosts_are_three_nodes_that_reach_only_each_other(multihost_cluster, multihost_rm):
+    cluster = multihost_cluster
+    network = cluster.network
+    nodes = multihost_rm.get("/ws/v1/cluster/nodes")["nodes"]["node"]
+    assert sorted(n["nodeHostName"] for n in nodes) == sorted(h.address for h in network.hosts)
+    assert len({n["id"] for n in nodes}) == 3 and all(n["state"] == "RUNNING" for n in nodes)
+    health = cluster.health()
+    assert health["hdfs"] == "3 live DataNode(s)"
+    for host in network.hosts:
+        assert health[f"host {host.name}"].startswith(f"{host.address} ({host.netns}), link up, node ")
+        routes = subprocess.run([*network.exec_prefix(host), "ip", "route"], capture_output=True, text=True).stdout
+        assert "default" not in routes and routes.split()[0] == str(network.network), routes
+    # from a host: the bridge (ResourceManager) answers; the machine's loopback is the host's own
+    probe = ("import socket, sys\n"
+             "for target in sys.argv[1:]:\n"
+             "    host, port = target.rsplit(':', 1)\n"
+             "    try:\n"
+             "        socket.create_connection((host, int(port)), timeout=3).close(); print(target, 'open')\n"
+             "    except OSError as exc:\n"
+             "        print(target, type(exc).__name__)\n")
+    rm_port = cluster.settings.ports["yarn.resourcemanager.webapp.address"]
+    other = network.hosts[1]
+    result = subprocess.run([*network.exec_prefix(network.hosts[0]), sys.executable, "-c", probe,
+                             f"{network.bridge_address}:{rm_port}", f"127.0.0.1:{rm_port}",
+                             f"{other.address}:{cluster.settings.ports['yarn.nodemanager.webapp.address']}"],
+                            capture_output=True, text=True)
+    assert result.stdout.splitlines() == [
+        f"{network.bridge_address}:{rm_port} open", f"127.0.0.1:{rm_port} ConnectionRefusedError",
+        f"{other.address}:{cluster.settings.ports['yarn.nodemanager.webapp.address']} open"], result
+
+
+def test_ps_and_two_workers_on_three_hosts_train_together(multihost_cluster, multihost_rm):
+    out = "/tmp/e2e/multihost-spread"
+    submit = _submit("-r", "ps:1,worker:2", "-t", "-m", f"ps:{TASK_MB}", "-m", f"worker:{TASK_MB}",
+                     "-m", "tensorboard:1024", "-o", f"hdfs://{out}", "-n", "multihost-spread",
+                     "-s", str(PAYLOADS / "own_host.py"),
+                     "python3 ${DTF_TASK_SCRIPT} python3 -m tony_airflow.examples.digits_keras "
+                     "--epochs 8 --sleep-per-epoch 1")
+    try:
+        app_id = _app_id(submit)
+        tracking = ""
+        deadline = time.monotonic() + 240
+        while "/proxy/" not in tracking:
+            tracking = multihost_rm.application(app_id).tracking_url or ""
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
+        # the AM's page and TensorBoard, through the ResourceManager's proxy, from hosts behind the bridge
+        page = httpx.get(tracking.rstrip("/") + "/pages/tony/", timeout=30, follow_redirects=True)
+        assert page.status_code == 200 and "worker:1" in page.text, page.text[:500]
+        tags = tracking.rstrip("/") + "/pages/tensorboard/data/plugin/scalars/tags"
+        while httpx.get(tags, timeout=30).status_code != 200:
+            assert time.monotonic() < deadline, "TensorBoard was not reachable through the RM proxy"
+            time.sleep(1)
+    finally:
+        stdout, stderr = _finish(submit)
+    assert submit.returncode == 0, stderr[-2000:]
+    metrics = _metrics(out)
+    assert metrics["workers"] == 2 and metrics["losses"][-1] < metrics["losses"][0] * 0.5, metrics
+    logs = subprocess.run([str(BIN / "tony"), "logs", app_id], capture_output=True, text=True, timeout=120)
+    assert logs.returncode == 0, logs.stderr[-1000:]
+    seen = {}
+    for line in logs.stdout.splitlines():
+        if line.startswith("own-host OK "):
+            _, _, task, host, peers, _master = line.split()
+            seen[task] = (host, peers)
+    assert sorted(seen) == ["ps:0", "worker:0", "worker:1"], logs.stdout[-3000:]
+    hosts = {host for host, _ in seen.values()}
+    assert hosts == {h.address for h in multihost_cluster.network.hosts}  # one task per host
+    peers = {p for _, p in seen.values()}
+    assert len(peers) == 1  # every task sees the same cluster, each at its own host
+    assert {a.rsplit(":", 1)[0] for a in peers.pop().split(",")} == hosts
+    assert logs.stdout.count("epoch 7 loss") >= 1
+
+
+def test_pytorch_master_addr_is_worker_0s_host(multihost_cluster, multihost_rm):
+    submit = _submit("-r", "worker:2", "-m", TASK_MB, "--framework", "pytorch", "-n", "multihost-pytorch",
+                     "-s", str(PAYLOADS / "own_host.py"), "python3 ${DTF_TASK_SCRIPT}")
+    app_id = _app_id(submit)
+    stdout, stderr = _finish(submit)
+    assert submit.returncode == 0, stderr[-2000:]
+    logs = subprocess.run([str(BIN / "tony"), "logs", app_id], capture_output=True, text=True, timeout=120).stdout
+    lines = {ln.split()[2]: ln.split() for ln in logs.splitlines() if ln.startswith("own-host OK ")}
+    worker0_host = lines["worker:0"][3]
+    assert lines["worker:1"][3] != worker0_host
+    assert {ln[5] for ln in lines.values()} == {f"MASTER_ADDR={worker0_host}"}
+
+
+# ------------------------------------------------------------------------------------- losing a host
+def test_a_killed_host_fails_the_job_naming_it(multihost_cluster, multihost_rm):
+    out = "/tmp/e2e/multihost-kill-once"
+    submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", "multihost-kill-once", TRAIN)
+    app_id = _app_id(submit)
+    _wait_for_checkpoint(out, submit)
+    victim = _victim(multihost_cluster, app_id)
+    _kill_host(multihost_cluster, victim)
+    killed = time.monotonic()
+    _finish(submit)
+    failed_after = time.monotonic() - killed
+    record("multihost: host killed -> job FAILED (no retry)", failed_after)
+    assert submit.returncode == 1
+    report = multihost_rm.application(app_id)
+    assert report.final_status == "FAILED"
+    assert f"host {victim.address} lost" in report.diagnostics and "worker:" in report.diagnostics, report.diagnostics
+    assert failed_after <= _expiry_s(multihost_cluster) + 30, failed_after
+    multihost_cluster.up(log=lambda *_: None)  # the host's NodeManager starts again
+    record("multihost: killed host rejoins after restart", _rejoin(multihost_cluster, multihost_rm, victim))
+
+
+def _resumes_on_the_other_hosts(cluster: LocalCluster, rm: ResourceManagerClient, name: str, lose, restore,
+                                *extra: str) -> None:
+    out = f"/tmp/e2e/{name}"
+    submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", name, "--max-attempts", "2",
+                     *extra, TRAIN)
+    app_id = _app_id(submit)
+    _wait_for_checkpoint(out, submit)
+    victim = _victim(cluster, app_id)
+    lose(victim)
+    lost_at = time.time()
+    try:
+        stdout, stderr = _finish(submit)
+    finally:
+        restore(victim)
+    assert submit.returncode == 0, stderr[-2000:]
+    metrics = _metrics(out)
+    assert metrics["attempt"] == 2 and metrics["resumed"] is True
+    assert metrics["epochs_run"][0] > 0, metrics  # attempt 2 went on from the checkpoint
+    events = _events(app_id)
+    lost = [e for e in events if e["event"] == "HOST_LOST"]
+    assert [(e["attempt"], e["host"]) for e in lost] == [(1, victim.address)], lost
+    ended = next(e for e in events if e["event"] == "ATTEMPT_ENDED" and e["attempt"] == 1)
+    assert ended["reason"].startswith(f"host {victim.address} lost"), ended
+    second = [e for e in events if e.get("attempt") == 2 and e["event"] == "TASK_REGISTERED"]
+    assert len(second) == 2 and victim.address not in {e["host"] for e in second}, second
+    running = max(e["time"] for e in events if e.get("attempt") == 2 and e["event"] == "TASK_STARTED")
+    record(f"{name}: host lost -> HOST_LOST", lost[0]["time"] - lost_at)
+    record(f"{name}: host lost -> attempt 1 failed", ended["time"] - lost_at)
+    record(f"{name}: host lost -> attempt 2 running", running - lost_at)
+    record(f"{name}: host rejoined after", _rejoin(cluster, rm, victim))
+
+
+def test_a_killed_host_is_left_behind_by_the_second_attempt(multihost_cluster, multihost_rm):
+    _resumes_on_the_other_hosts(
+        multihost_cluster, multihost_rm, "multihost-kill-retry",
+        lose=lambda host: _kill_host(multihost_cluster, host),
+        restore=lambda host: multihost_cluster.up(log=lambda *_: None))
+
+
+def test_a_cut_link_is_caught_by_a_short_heartbeat_timeout_and_names_the_host(multihost_cluster, multihost_rm):
+    network = multihost_cluster.network
+    out = "/tmp/e2e/multihost-cut-once"
+    submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", "multihost-cut-once",
+                     "--heartbeat-timeout", "5", TRAIN)
+    app_id = _app_id(submit)
+    _wait_for_checkpoint(out, submit)
+    victim = _victim(multihost_cluster, app_id)
+    network.set_link(victim, up=False)
+    cut = time.monotonic()
+    try:
+        _finish(submit)
+    finally:
+        network.set_link(victim, up=True)
+    failed_after = time.monotonic() - cut
+    record("multihost: link cut -> job FAILED (heartbeat timeout 5 s, no retry)", failed_after)
+    assert submit.returncode == 1
+    diagnostics = multihost_rm.application(app_id).diagnostics
+    # the AM's own heartbeat timeout caught it: YARN had not declared the host lost yet
+    assert f"host {victim.address} lost (its NodeManager" in diagnostics and "does not answer" in diagnostics
+    assert "heartbeat timeout" in diagnostics, diagnostics
+    assert failed_after <= _expiry_s(multihost_cluster) + 30, failed_after
+    record("multihost: cut host rejoins after its link is up", _rejoin(multihost_cluster, multihost_rm, victim))
+
+
+def test_a_cut_link_is_left_behind_by_the_second_attempt(multihost_cluster, multihost_rm):
+    network = multihost_cluster.network
+    _resumes_on_the_other_hosts(
+        multihost_cluster, multihost_rm, "multihost-cut-retry",
+        lose=lambda host: network.set_link(host, up=False),
+        restore=lambda host: network.set_link(host, up=True))
+    assert all(network.link_is_up(h) for h in network.hosts)
