@@ -96,8 +96,9 @@ def answers(node_http: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
-def find_lost(tasks: Iterable[HostView], now: float, heartbeat_interval: float, probe=answers) -> list[LostHost]:
+def find_lost(tasks: Iterable[HostView], now: float, heartbeat_interval: float, probe=None) -> list[LostHost]:
     """The hosts of the attempt's tasks that are gone: declared lost by YARN, or silent and unreachable."""
+    probe = probe or answers
     lost = []
     for node_http, on_it in suspects(tasks, now, heartbeat_interval).items():
         by_yarn = any(lost_by_yarn(t) for t in on_it)

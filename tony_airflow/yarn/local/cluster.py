@@ -84,6 +84,22 @@ def daemons_of(settings: ClusterSettings) -> tuple[Daemon, ...]:
     return DAEMONS + ((GPU_NODEMANAGER,) if settings.gpus else ())
 
 
+def check_hosts(nodes: int, secure: bool, gpus: int) -> None:
+    """Refuse host counts a local cluster cannot have, and what a multi-host cluster cannot be combined with."""
+    if not 1 <= nodes <= MAX_HOSTS:
+        raise UsageError(f"--nodes: {nodes} hosts; allowed: 1 to {MAX_HOSTS}")
+    if nodes == 1:
+        return
+    if secure:
+        raise UsageError("--nodes: a multi-host cluster runs with simple authentication; "
+                         "allowed with --secure: --nodes 1")
+    if gpus:
+        raise UsageError("--nodes: a multi-host cluster has no GPU node; allowed with --gpus: --nodes 1")
+    if os.geteuid() != 0:
+        raise UsageError("--nodes: a multi-host cluster makes network namespaces, which needs root; "
+                         "allowed without root: --nodes 1")
+
+
 class LocalCluster:
     """One local Hadoop, identified by its state directory."""
 
@@ -202,8 +218,8 @@ class LocalCluster:
         `secure=True` first creates and starts this cluster's KDC and turns Kerberos on.
         `nodes=N` (N > 1) runs N worker hosts, each a network namespace with its own
         NodeManager and DataNode (`network.HostNetwork`)."""
-        if nodes is not None and not 1 <= nodes <= MAX_HOSTS:
-            raise UsageError(f"--nodes: {nodes} hosts; allowed: 1 to {MAX_HOSTS}")
+        # before anything starts; again below with what the cluster kept from earlier runs
+        check_hosts(1 if nodes is None else nodes, bool(secure), gpus or 0)
         java_home = find_java_home()
         check_java(java_home)
         if port_base is not None and not 1024 <= port_base <= 65535 - len(PORT_KEYS):
@@ -231,7 +247,8 @@ class LocalCluster:
             settings.nodes, settings.net_slot = nodes, fresh.net_slot
             settings.nm_memory_mb, settings.nm_vcores = fresh.nm_memory_mb, fresh.nm_vcores
             settings.max_alloc_mb, settings.max_alloc_vcores = fresh.max_alloc_mb, fresh.max_alloc_vcores
-        self._check_multi_host(settings)
+        check_hosts(settings.nodes, settings.secure, settings.gpus)
+        self._place_hosts(settings)
         if settings.secure and not settings.kdc_port:
             settings.kdc_port = free_ports(1)[0]
         daemons = daemons_of(settings)
@@ -274,19 +291,9 @@ class LocalCluster:
             self._make_user_home()
 
     @staticmethod
-    def _check_multi_host(settings: ClusterSettings) -> None:
-        """A multi-host cluster: what it cannot be combined with, root, and its slot and host size."""
-        if settings.nodes == 1:
-            return
-        if settings.secure:
-            raise UsageError("--nodes: a multi-host cluster runs with simple authentication; "
-                             "allowed with --secure: --nodes 1")
-        if settings.gpus:
-            raise UsageError("--nodes: a multi-host cluster has no GPU node; allowed with --gpus: --nodes 1")
-        if os.geteuid() != 0:
-            raise UsageError("--nodes: a multi-host cluster makes network namespaces, which needs root; "
-                             "allowed without root: --nodes 1")
-        if settings.net_slot < 0:
+    def _place_hosts(settings: ClusterSettings) -> None:
+        """A new multi-host cluster: its slot of 198.18.0.0/24 and the size of its hosts."""
+        if settings.nodes > 1 and settings.net_slot < 0:
             settings.net_slot = free_slot()
             settings.nm_memory_mb, settings.nm_vcores = HOST_MEMORY_MB, HOST_VCORES
             settings.max_alloc_mb = min(settings.max_alloc_mb, HOST_MEMORY_MB)

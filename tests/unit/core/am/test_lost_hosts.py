@@ -1,0 +1,145 @@
+"""A host lost under an attempt: named first in the reason, and left to YARN's verdict before a retry."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from tests.unit.core.support import SECRET, make_job
+from tony_airflow.core.am import hosts
+from tony_airflow.core.am.master import ApplicationMaster
+from tony_airflow.core.am.policy import Outcome
+from tony_airflow.core.history import events as ev
+from tony_airflow.core.history.model import JobHistory
+from tony_airflow.yarn.hadoop_conf import write_site
+
+LOST = "Container released on a *lost* node"
+
+
+@dataclass
+class Task:
+    type: str
+    index: int
+    host: str = "198.18.0.3"
+    node_http: str = "198.18.0.3:8042"
+    yarn_diagnostics: str = ""
+    last_heartbeat: float | None = None
+    registered_at: float | None = 1.0
+    done: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.type}:{self.index}"
+
+
+NOW = 100.0
+
+
+def test_a_silent_task_whose_nodemanager_does_not_answer_is_on_a_lost_host():
+    tasks = [Task("worker", 0, "198.18.0.2", "198.18.0.2:8042", last_heartbeat=NOW - 0.5, done=True),
+             Task("worker", 1, last_heartbeat=NOW - 20)]
+    probed = []
+    lost = hosts.find_lost(tasks, NOW, 1.0, probe=lambda http: probed.append(http) or False)
+    assert probed == ["198.18.0.3:8042"]  # only the silent task's NodeManager is asked
+    assert [(h.host, h.tasks, h.by_yarn) for h in lost] == [("198.18.0.3", ["worker:1"], False)]
+    assert lost[0].describe() == ("host 198.18.0.3 lost (its NodeManager 198.18.0.3:8042 does not answer; "
+                                  "tasks there: worker:1)")
+
+
+def test_a_silent_task_on_a_host_that_answers_is_only_hung():
+    tasks = [Task("worker", 1, last_heartbeat=NOW - 20)]
+    assert hosts.find_lost(tasks, NOW, 1.0, probe=lambda http: True) == []
+
+
+def test_a_task_that_heartbeats_or_never_registered_is_not_a_suspect():
+    tasks = [Task("worker", 0, last_heartbeat=NOW - 1), Task("worker", 1, registered_at=None)]
+    assert hosts.find_lost(tasks, NOW, 1.0, probe=lambda http: False) == []
+
+
+def test_yarns_lost_node_report_needs_no_probe_and_groups_the_hosts_tasks():
+    tasks = [Task("ps", 0, yarn_diagnostics=LOST, done=True), Task("worker", 1, last_heartbeat=NOW - 20)]
+    lost = hosts.find_lost(tasks, NOW, 1.0, probe=lambda http: (_ for _ in ()).throw(AssertionError(http)))
+    assert [(h.host, h.tasks, h.by_yarn) for h in lost] == [("198.18.0.3", ["ps:0", "worker:1"], True)]
+    assert lost[0].describe().startswith("host 198.18.0.3 lost (YARN declared its NodeManager lost;")
+
+
+def test_the_probe_of_a_closed_port_is_quick_and_false():
+    started = time.monotonic()
+    assert hosts.answers("127.0.0.1:1") is False
+    assert hosts.answers("not-an-address") is False
+    assert time.monotonic() - started < hosts.PROBE_TIMEOUT_S
+
+
+def test_the_liveness_expiry_comes_from_the_containers_yarn_site(tmp_path):
+    write_site(tmp_path / "yarn-site.xml", {"yarn.nm.liveness-monitor.expiry-interval-ms": 10000})
+    assert hosts.liveness_expiry_s(str(tmp_path)) == 10.0
+    assert hosts.liveness_expiry_s(str(tmp_path / "missing")) == hosts.DEFAULT_EXPIRY_S
+    assert hosts.liveness_expiry_s("") == hosts.DEFAULT_EXPIRY_S
+
+
+# ------------------------------------------------------------------------------------- in the AM
+class FakeApp:
+    """skein's application client as the AM sees it: containers, and YARN's verdict arriving later."""
+
+    def __init__(self, verdict_after_polls: int):
+        self.polls = 0
+        self.verdict_after = verdict_after_polls
+        self.killed: list[str] = []
+        self.killed_at_poll: dict[str, int] = {}
+
+    def get_containers(self, services=None, states=None):
+        self.polls += 1
+        lost = self.polls > self.verdict_after
+        containers = [SimpleNamespace(id="worker_0", state="KILLED" if "worker_0" in self.killed else "RUNNING",
+                                yarn_container_id="c_2", yarn_node_http_address="198.18.0.2:8042", exit_message=""),
+                SimpleNamespace(id="worker_1", state="KILLED" if "worker_1" in self.killed else
+                                "FAILED" if lost else "RUNNING", yarn_container_id="c_3",
+                                yarn_node_http_address="198.18.0.3:8042", exit_message=LOST if lost else "")]
+        # skein lists only live containers unless asked for every state
+        return containers if states else [c for c in containers if c.state == "RUNNING"]
+
+    def kill_container(self, cid):
+        self.killed.append(cid)
+        self.killed_at_poll[cid] = self.polls
+
+
+def _am(app: FakeApp) -> ApplicationMaster:
+    am = ApplicationMaster(make_job("worker:2", stop_grace=0.5), SECRET, app=app, app_id="application_1_0001",
+                           host="198.18.0.2")
+    am.registry.new_attempt(1)
+    am._container_of = {"worker_0": ("worker", 0), "worker_1": ("worker", 1)}
+    for cid, key, http in (("c_2", ("worker", 0), "198.18.0.2:8042"), ("c_3", ("worker", 1), "198.18.0.3:8042")):
+        am.registry.container_allocated(key, cid, http)
+        am.registry.tasks[key].registered_at = time.time() - 30
+        am.registry.tasks[key].last_heartbeat = time.time() - 30
+    return am
+
+
+def test_before_a_retry_the_lost_hosts_containers_wait_for_yarns_verdict(monkeypatch):
+    monkeypatch.setattr(hosts, "answers", lambda http, timeout=0: http != "198.18.0.3:8042")
+    monkeypatch.setattr(hosts, "liveness_expiry_s", lambda conf_dir=None: 5.0)
+    app = FakeApp(verdict_after_polls=2)
+    am = _am(app)
+    am.registry.container_gone(("worker", 0), "container c_2 FAILED: exit 1")  # the survivor failed first
+    outcome, lost = asyncio.run(am._blame_lost_hosts(1, Outcome(False, "worker:0 exited with code 1")))
+    assert outcome.reason == ("host 198.18.0.3 lost (its NodeManager 198.18.0.3:8042 does not answer; tasks there: "
+                              "worker:1); the attempt ended with: worker:0 exited with code 1")
+    asyncio.run(am._stop_remaining(lost, await_verdict=True))
+    # killing worker_1 before YARN's verdict would free its host for the next attempt's containers
+    assert app.killed_at_poll["worker_1"] > app.verdict_after
+    assert LOST in am.registry.tasks[("worker", 1)].yarn_diagnostics
+    history = JobHistory.from_events("application_1_0001", am.history.events)
+    assert [e["host"] for e in am.history.events if e["event"] == ev.HOST_LOST] == ["198.18.0.3"]
+    assert history.attempts[0].lost_hosts == ["198.18.0.3 (worker:1)"]
+
+
+def test_without_a_retry_nothing_waits_for_the_verdict(monkeypatch):
+    monkeypatch.setattr(hosts, "answers", lambda http, timeout=0: http != "198.18.0.3:8042")
+    app = FakeApp(verdict_after_polls=10_000)
+    am = _am(app)
+    am.registry.container_gone(("worker", 0), "container c_2 FAILED: exit 1")
+    _, lost = asyncio.run(am._blame_lost_hosts(1, Outcome(False, "worker:0 exited with code 1")))
+    asyncio.run(am._stop_remaining(lost, await_verdict=False))
+    assert sorted(app.killed) == ["worker_0", "worker_1"] and app.polls < 10
