@@ -267,6 +267,8 @@ def _resumes_on_the_other_hosts(cluster: LocalCluster, rm: ResourceManagerClient
     events = _events(app_id)
     lost = [e for e in events if e["event"] == "HOST_LOST"]
     assert [(e["attempt"], e["host"]) for e in lost] == [(1, victim.address)], lost
+    text = subprocess.run([str(BIN / "tony"), "history", "show", app_id], capture_output=True, text=True).stdout
+    assert f"lost host(s): {victim.address} (worker:" in text, text[:2000]
     ended = next(e for e in events if e["event"] == "ATTEMPT_ENDED" and e["attempt"] == 1)
     assert ended["reason"].startswith(f"host {victim.address} lost"), ended
     second = [e for e in events if e.get("attempt") == 2 and e["event"] == "TASK_REGISTERED"]
@@ -294,7 +296,7 @@ def test_a_cut_link_is_caught_by_a_short_heartbeat_timeout_and_names_the_host(mu
     _wait_for_checkpoint(out, submit)
     victim = _victim(multihost_cluster, app_id)
     network.set_link(victim, up=False)
-    cut = time.monotonic()
+    cut, cut_at = time.monotonic(), time.time()
     try:
         _finish(submit)
     finally:
@@ -302,6 +304,9 @@ def test_a_cut_link_is_caught_by_a_short_heartbeat_timeout_and_names_the_host(mu
     failed_after = time.monotonic() - cut
     record("multihost: link cut -> job FAILED (heartbeat timeout 5 s, no retry)", failed_after)
     assert submit.returncode == 1
+    lost = [e for e in _events(app_id) if e["event"] == "HOST_LOST"]
+    assert [(e["host"], e["by_yarn"]) for e in lost] == [(victim.address, False)], lost
+    record("multihost: link cut -> HOST_LOST (heartbeat timeout 5 s)", lost[0]["time"] - cut_at)
     diagnostics = multihost_rm.application(app_id).diagnostics
     # the AM's own heartbeat timeout caught it: YARN had not declared the host lost yet
     assert f"host {victim.address} lost (its NodeManager" in diagnostics and "does not answer" in diagnostics

@@ -42,6 +42,8 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
         elif attempt.ok is False and attempt.reason:
             first = f"; {attempt.reason}"
         out += ["", f"attempt {attempt.number}: {verdict}{first}"]
+        if attempt.lost_hosts:
+            out.append(f"lost host(s): {'; '.join(attempt.lost_hosts)}")
         rows = [[("* " if run.task == attempt.first_failure else "  ") + run.task, run.status,
                  f"{run.host}:{run.port}" if run.host else "", run.container_id,
                  "" if run.exit_code is None else str(run.exit_code), duration(run.duration_s), mib(run.peak_rss_kib)]
