@@ -104,3 +104,24 @@ def test_without_root_a_multi_host_cluster_is_refused(capsys, tmp_path, monkeypa
     monkeypatch.setattr("os.geteuid", lambda: 1000)
     assert cli.run(["cluster", "up", "--state-dir", str(tmp_path / "c"), "--nodes", "3"]) == 2
     assert "needs root; allowed without root: --nodes 1" in _one_line(capsys)
+
+
+def test_a_stopped_cluster_whose_slot_was_taken_moves_to_a_free_one(tmp_path, monkeypatch):
+    from tony_airflow.yarn.local import cluster as cluster_module
+    from tony_airflow.yarn.local.cluster import LocalCluster
+
+    owners = {0: str(tmp_path / "other"), 1: ""}
+    monkeypatch.setattr(HostNetwork, "owner", lambda self: owners.get(self.slot, ""))
+    monkeypatch.setattr(cluster_module, "free_slot", lambda: 1)
+    mine = LocalCluster(tmp_path / "mine")
+    settings = _settings(3)
+    settings.net_slot = 0
+    mine._place_hosts(settings, some_running=False)
+    assert settings.net_slot == 1  # slot 0 is the other cluster's now: left alone
+    owners[1] = str(mine.state_dir)
+    mine._place_hosts(settings, some_running=False)
+    assert settings.net_slot == 1  # its own slot is kept
+    fresh = ClusterSettings.choose()
+    fresh.nodes = 3
+    mine._place_hosts(fresh, some_running=False)
+    assert (fresh.net_slot, fresh.nm_memory_mb, fresh.max_alloc_mb) == (1, 4096, 4096)

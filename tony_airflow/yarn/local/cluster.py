@@ -248,7 +248,7 @@ class LocalCluster:
             settings.nm_memory_mb, settings.nm_vcores = fresh.nm_memory_mb, fresh.nm_vcores
             settings.max_alloc_mb, settings.max_alloc_vcores = fresh.max_alloc_mb, fresh.max_alloc_vcores
         check_hosts(settings.nodes, settings.secure, settings.gpus)
-        self._place_hosts(settings)
+        self._place_hosts(settings, any(running.values()))
         if settings.secure and not settings.kdc_port:
             settings.kdc_port = free_ports(1)[0]
         daemons = daemons_of(settings)
@@ -290,14 +290,22 @@ class LocalCluster:
         if settings.secure:
             self._make_user_home()
 
-    @staticmethod
-    def _place_hosts(settings: ClusterSettings) -> None:
-        """A new multi-host cluster: its slot of 198.18.0.0/24 and the size of its hosts."""
-        if settings.nodes > 1 and settings.net_slot < 0:
-            settings.net_slot = free_slot()
+    def _place_hosts(self, settings: ClusterSettings, some_running: bool) -> None:
+        """A multi-host cluster's slot of 198.18.0.0/24 (and, when new, the size of its hosts). A stopped
+        cluster whose slot another cluster took meanwhile moves to a free one."""
+        if settings.nodes == 1:
+            return
+        if settings.net_slot < 0:
             settings.nm_memory_mb, settings.nm_vcores = HOST_MEMORY_MB, HOST_VCORES
             settings.max_alloc_mb = min(settings.max_alloc_mb, HOST_MEMORY_MB)
             settings.max_alloc_vcores = min(settings.max_alloc_vcores, HOST_VCORES)
+            settings.net_slot = free_slot()
+        elif not some_running and not self._owns(settings.network):
+            settings.net_slot = free_slot()
+
+    def _owns(self, network: HostNetwork | None) -> bool:
+        """Whether this cluster made the network's bridge, or there is none (a crashed run of ours)."""
+        return network is not None and network.owner() in ("", str(self.state_dir))
 
     def _network_up(self, network: HostNetwork, some_running: bool, log) -> None:
         """The bridge and namespaces; when nothing runs, first whatever a crashed run left of them."""
@@ -310,7 +318,7 @@ class LocalCluster:
         if leftovers:
             log(f"stopping {len(leftovers)} process(es) an earlier run left on its hosts")
             terminate(leftovers, grace=5.0)
-        network.up()
+        network.up(owner=str(self.state_dir))
 
     def _make_user_home(self) -> None:
         """`/user/<name>` of the user principal, owned by it (skein stages there), and a world-writable /tmp."""
@@ -503,7 +511,7 @@ class LocalCluster:
             self._pid_file(daemon).unlink(missing_ok=True)
         self.kdc.stop()
         network = self.network
-        if network:
+        if network and self._owns(network):  # never another cluster's, which took the slot meanwhile
             leftovers = network.all_pids()
             if leftovers:
                 log(f"stopping {len(leftovers)} leftover process(es) on the hosts")

@@ -93,11 +93,13 @@ class HostNetwork:
         raise KeyError(name_or_address)
 
     # ----------------------------------------------------------------- up/down
-    def up(self) -> None:
-        """Make the bridge and the namespaces, after removing whatever an earlier run of this slot left."""
+    def up(self, owner: str) -> None:
+        """Make the bridge and the namespaces, after removing whatever an earlier run of this slot left.
+        `owner` (the cluster's state directory) is kept as the bridge's alias: see `owner()`."""
         self.down()
         cidr = f"/{SLOT_PREFIX}"
         _run("link", "add", self.bridge, "type", "bridge")
+        _run("link", "set", self.bridge, "alias", owner)
         _run("addr", "add", self.bridge_address + cidr, "dev", self.bridge)
         _run("link", "set", self.bridge, "up")
         for host in self.hosts:
@@ -125,6 +127,11 @@ class HostNetwork:
 
     def exists(self) -> bool:
         return self.bridge in self.links()
+
+    def owner(self) -> str:
+        """The state directory of the cluster that made this slot's bridge ("" when there is none)."""
+        out = _run("-o", "link", "show", self.bridge, check=False).stdout
+        return out.split(" alias ", 1)[1].split("\\")[0].strip() if " alias " in out else ""
 
     # ----------------------------------------------------------------- queries
     @staticmethod
