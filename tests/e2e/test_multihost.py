@@ -322,3 +322,21 @@ def test_a_cut_link_is_left_behind_by_the_second_attempt(multihost_cluster, mult
         lose=lambda host: network.set_link(host, up=False),
         restore=lambda host: network.set_link(host, up=True))
     assert all(network.link_is_up(h) for h in network.hosts)
+
+
+def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(multihost_cluster, multihost_rm):
+    """Last of the module: every daemon SIGKILLed (the machine's session died), a stray process left in a
+    host's namespace; `tony cluster up` stops the stray, makes the hosts again and starts all three."""
+    cluster = multihost_cluster
+    network = cluster.network
+    stray = subprocess.Popen([*network.exec_prefix(network.hosts[1]), "sleep", "600"], start_new_session=True)
+    for pid in cluster.running().values():
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    assert stray.poll() is None
+    from tony_airflow.cli import tony as cli
+
+    assert cli.run(["cluster", "up", "--state-dir", str(cluster.state_dir)]) == 0
+    assert stray.wait(timeout=30) is not None  # stopped by `up`, not left running in a namespace
+    assert all(cluster.running().values()) and cluster.is_ready()
+    assert network.pids(network.hosts[1]) and stray.pid not in network.pids(network.hosts[1])

@@ -7,9 +7,10 @@ name the host, not that survivor. YARN says it too, but only once the
 NodeManager's liveness expiry has passed: it then reports the host's
 containers "released on a *lost* node" (exit -100).
 
-So, when an attempt fails, the AM asks each silent task's NodeManager
-whether it still answers (a refused or timed-out connection means the host is
-gone or cut off), and counts YARN's lost-node reports. A retry then waits for
+So, when an attempt fails, the AM asks the NodeManager of every task still
+running whether it answers (a refused or timed-out connection means the host
+is gone or cut off: by then its tasks have often not been silent long enough
+to tell), and counts YARN's lost-node reports. A retry then waits for
 YARN's verdict on those hosts before asking for new containers: until YARN has
 declared a host lost it may place the new attempt's containers right back on
 it.
@@ -37,7 +38,6 @@ class HostView(Protocol):
     host: str
     node_http: str
     yarn_diagnostics: str
-    last_heartbeat: float | None
     registered_at: float | None
 
     @property
@@ -64,19 +64,12 @@ def lost_by_yarn(task: HostView) -> bool:
     return LOST_NODE_MARK in task.yarn_diagnostics.replace("*", "").lower()
 
 
-def silent(task: HostView, now: float, heartbeat_interval: float) -> bool:
-    """A registered task that has not reported for a few heartbeats."""
-    if task.done or task.registered_at is None:
-        return False
-    last = task.last_heartbeat or task.registered_at
-    return now - last > max(3 * heartbeat_interval, 3.0)
-
-
-def suspects(tasks: Iterable[HostView], now: float, heartbeat_interval: float) -> dict[str, list[HostView]]:
-    """NodeManager web address -> the tasks on it that YARN reported lost or that fell silent."""
+def suspects(tasks: Iterable[HostView]) -> dict[str, list[HostView]]:
+    """NodeManager web address -> the tasks on it that YARN reported lost or that still run."""
     found: dict[str, list[HostView]] = {}
     for task in tasks:
-        if task.node_http and (lost_by_yarn(task) or silent(task, now, heartbeat_interval)):
+        running = not task.done and task.registered_at is not None
+        if task.node_http and (lost_by_yarn(task) or running):
             found.setdefault(task.node_http, []).append(task)
     return found
 
@@ -96,11 +89,12 @@ def answers(node_http: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
         return False
 
 
-def find_lost(tasks: Iterable[HostView], now: float, heartbeat_interval: float, probe=None) -> list[LostHost]:
-    """The hosts of the attempt's tasks that are gone: declared lost by YARN, or silent and unreachable."""
+def find_lost(tasks: Iterable[HostView], probe=None) -> list[LostHost]:
+    """The hosts of the attempt's tasks that are gone: declared lost by YARN, or running tasks whose
+    NodeManager does not answer (each NodeManager asked once)."""
     probe = probe or answers
     lost = []
-    for node_http, on_it in suspects(tasks, now, heartbeat_interval).items():
+    for node_http, on_it in suspects(tasks).items():
         by_yarn = any(lost_by_yarn(t) for t in on_it)
         if by_yarn or not probe(node_http):
             lost.append(LostHost(on_it[0].host or node_http.rpartition(":")[0], node_http,

@@ -251,8 +251,7 @@ class ApplicationMaster:
 
     async def _blame_lost_hosts(self, attempt: int, outcome: Outcome) -> tuple[Outcome, list[hosts.LostHost]]:
         """A failed attempt whose tasks lost their host: say so first (the survivors' errors follow from it)."""
-        lost = await asyncio.to_thread(hosts.find_lost, list(self.registry.tasks.values()), time.time(),
-                                       self.job.heartbeat_interval)
+        lost = await asyncio.to_thread(hosts.find_lost, list(self.registry.tasks.values()))
         if not lost:
             return outcome, []
         for host in lost:
@@ -284,7 +283,8 @@ class ApplicationMaster:
                 log.info("the lost host(s) answer again: %s", ", ".join(pending))
                 return
             await asyncio.sleep(1.0)
-        log.warning("YARN did not declare %s lost within %.0fs", ", ".join(h.host for h in lost), expiry)
+        log.warning("YARN did not declare %s lost within %.0fs", ", ".join(h.host for h in lost),
+                    expiry + VERDICT_MARGIN_S)
 
     async def _stop_remaining(self, lost: list[hosts.LostHost] | None = None, await_verdict: bool = False) -> None:
         """Ask live tasks to stop (via heartbeats), then kill what did not.

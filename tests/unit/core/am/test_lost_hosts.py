@@ -25,7 +25,6 @@ class Task:
     host: str = "198.18.0.3"
     node_http: str = "198.18.0.3:8042"
     yarn_diagnostics: str = ""
-    last_heartbeat: float | None = None
     registered_at: float | None = 1.0
     done: bool = False
 
@@ -34,33 +33,25 @@ class Task:
         return f"{self.type}:{self.index}"
 
 
-NOW = 100.0
-
-
-def test_a_silent_task_whose_nodemanager_does_not_answer_is_on_a_lost_host():
-    tasks = [Task("worker", 0, "198.18.0.2", "198.18.0.2:8042", last_heartbeat=NOW - 0.5, done=True),
-             Task("worker", 1, last_heartbeat=NOW - 20)]
+def test_a_running_task_whose_nodemanager_does_not_answer_is_on_a_lost_host():
+    tasks = [Task("worker", 0, "198.18.0.2", "198.18.0.2:8042", done=True), Task("worker", 1),
+             Task("ps", 0)]
     probed = []
-    lost = hosts.find_lost(tasks, NOW, 1.0, probe=lambda http: probed.append(http) or False)
-    assert probed == ["198.18.0.3:8042"]  # only the silent task's NodeManager is asked
-    assert [(h.host, h.tasks, h.by_yarn) for h in lost] == [("198.18.0.3", ["worker:1"], False)]
+    lost = hosts.find_lost(tasks, probe=lambda http: probed.append(http) or False)
+    assert probed == ["198.18.0.3:8042"]  # once per NodeManager of a running task
+    assert [(h.host, h.tasks, h.by_yarn) for h in lost] == [("198.18.0.3", ["ps:0", "worker:1"], False)]
     assert lost[0].describe() == ("host 198.18.0.3 lost (its NodeManager 198.18.0.3:8042 does not answer; "
-                                  "tasks there: worker:1)")
+                                  "tasks there: ps:0, worker:1)")
 
 
-def test_a_silent_task_on_a_host_that_answers_is_only_hung():
-    tasks = [Task("worker", 1, last_heartbeat=NOW - 20)]
-    assert hosts.find_lost(tasks, NOW, 1.0, probe=lambda http: True) == []
-
-
-def test_a_task_that_heartbeats_or_never_registered_is_not_a_suspect():
-    tasks = [Task("worker", 0, last_heartbeat=NOW - 1), Task("worker", 1, registered_at=None)]
-    assert hosts.find_lost(tasks, NOW, 1.0, probe=lambda http: False) == []
+def test_a_task_on_a_host_that_answers_is_not_lost_and_one_never_registered_is_not_asked():
+    assert hosts.find_lost([Task("worker", 1)], probe=lambda http: True) == []
+    assert hosts.find_lost([Task("worker", 1, registered_at=None)], probe=lambda http: False) == []
 
 
 def test_yarns_lost_node_report_needs_no_probe_and_groups_the_hosts_tasks():
-    tasks = [Task("ps", 0, yarn_diagnostics=LOST, done=True), Task("worker", 1, last_heartbeat=NOW - 20)]
-    lost = hosts.find_lost(tasks, NOW, 1.0, probe=lambda http: (_ for _ in ()).throw(AssertionError(http)))
+    tasks = [Task("ps", 0, yarn_diagnostics=LOST, done=True), Task("worker", 1)]
+    lost = hosts.find_lost(tasks, probe=lambda http: (_ for _ in ()).throw(AssertionError(http)))
     assert [(h.host, h.tasks, h.by_yarn) for h in lost] == [("198.18.0.3", ["ps:0", "worker:1"], True)]
     assert lost[0].describe().startswith("host 198.18.0.3 lost (YARN declared its NodeManager lost;")
 
@@ -113,7 +104,6 @@ def _am(app: FakeApp) -> ApplicationMaster:
     for cid, key, http in (("c_2", ("worker", 0), "198.18.0.2:8042"), ("c_3", ("worker", 1), "198.18.0.3:8042")):
         am.registry.container_allocated(key, cid, http)
         am.registry.tasks[key].registered_at = time.time() - 30
-        am.registry.tasks[key].last_heartbeat = time.time() - 30
     return am
 
 
