@@ -9,6 +9,14 @@ there is no NAT: a process in it reaches its own loopback, the other hosts and
 the bridge address (where the ResourceManager and NameNode listen), nothing
 else. Processes started in a namespace (a NodeManager, the containers it
 forks) share the machine's filesystem and process table, not its network.
+
+What runs on a host also gets a UTS namespace whose host name is the host's
+address: Java's InetAddress.getLocalHost() then answers that address, not the
+machine's name (which /etc/hosts maps to 127.0.0.1), and skein's AM registers
+its web UI, the YARN tracking URL, under that answer (Jetty's Server.getURI()).
+A host name that is a name would need DNS or /etc/hosts entries in the root
+namespace, and the NodeManagers, which take their node id from the reverse
+lookup of their address, would all register as that one name.
 """
 
 from __future__ import annotations
