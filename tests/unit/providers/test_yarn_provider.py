@@ -20,7 +20,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskD
 
 from tony_airflow.core.client import JobHandle  # noqa: E402
 from tony_airflow.errors import UsageError  # noqa: E402
-from tony_airflow.providers.yarn.connection import YarnSettings  # noqa: E402
+from tony_airflow.providers.yarn.connection import EXTRA_KEYS, YarnSettings  # noqa: E402
 from tony_airflow.providers.yarn.get_provider_info import get_provider_info  # noqa: E402
 from tony_airflow.providers.yarn.hooks.yarn import YarnHook  # noqa: E402
 from tony_airflow.providers.yarn.links.yarn import TensorBoardLink, YarnApplicationLink  # noqa: E402
@@ -95,6 +95,29 @@ def test_providers_manager_finds_the_provider_and_its_connection_type():
     assert "tony_airflow.providers.yarn.links.yarn.TensorBoardLink" in pm.extra_links_class_names
     hook = ProvidersManagerTaskRuntime().hooks["yarn"]
     assert hook.hook_class_name == "tony_airflow.providers.yarn.hooks.yarn.YarnHook"
+
+
+def test_the_connection_form_has_a_field_per_setting_and_no_json_box():
+    from airflow.providers_manager import ProvidersManager
+
+    pm = ProvidersManager()
+    widgets = {name: w for name, w in pm.connection_form_widgets.items() if name.startswith("extra__yarn__")}
+    assert sorted(widgets) == sorted(f"extra__yarn__{k}" for k in EXTRA_KEYS)
+    assert widgets["extra__yarn__auth"].field["schema"]["enum"][:2] == ["simple", "kerberos"]
+    assert widgets["extra__yarn__keytab"].field["schema"]["title"] == "Kerberos keytab"
+    behaviour = pm.field_behaviours["yarn"]
+    assert {"password", "extra"} <= set(behaviour["hidden_fields"])
+    assert behaviour["relabeling"]["host"].startswith("ResourceManager web address(es)")
+
+
+def test_what_the_form_saves_reads_like_a_hand_written_extra():
+    from airflow.sdk import Connection
+
+    saved = {"extra__yarn__queue": "ml", "extra__yarn__auth": "kerberos", "extra__yarn__principal": "etl@R",
+             "extra__yarn__keytab": "/k", "extra__yarn__hadoop_conf_dir": "", "rm_addresses": None}
+    s = YarnSettings.from_connection(Connection(conn_id="c", conn_type="yarn", host="rm", extra=json.dumps(saved)))
+    assert (s.queue, s.auth, s.principal, s.keytab, s.hadoop_conf_dir) == ("ml", "kerberos", "etl@R", "/k", None)
+    assert s.rm_addresses == ["http://rm"]
 
 
 # -------------------------------------------------------------------- hook

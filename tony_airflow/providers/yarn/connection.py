@@ -19,6 +19,39 @@ from tony_airflow.yarn.kerberos import KerberosLogin, spnego
 
 AUTH_TYPES = ("simple", "kerberos")
 EXTRA_KEYS = ("hadoop_conf_dir", "rm_addresses", "queue", "auth", "principal", "keytab")
+# The connection form's own fields (provider info `conn-fields`): one per extra, so the UI shows them
+# instead of a JSON text box. Airflow stores them in the extra, some versions as `extra__yarn__<name>`.
+FORM_PREFIX = "extra__yarn__"
+
+
+def _text(label: str, description: str) -> dict[str, Any]:
+    return {"label": label, "schema": {"type": ["string", "null"]}, "description": description}
+
+
+CONN_FIELDS: dict[str, dict[str, Any]] = {
+    "rm_addresses": _text("More ResourceManagers (HA)",
+                          "RM web addresses besides Host, comma-separated; all are tried in turn"),
+    "hadoop_conf_dir": _text("Hadoop configuration directory",
+                             "HADOOP_CONF_DIR for submission and, without Host, the RM addresses"),
+    "queue": _text("YARN queue", "The queue jobs go to unless the task names one"),
+    "auth": {"label": "Authentication", "description": "simple, or kerberos with a principal and keytab",
+             "schema": {"type": ["string", "null"], "enum": [*AUTH_TYPES, None], "default": "simple"}},
+    "principal": _text("Kerberos principal", "e.g. etl@EXAMPLE.COM (auth kerberos)"),
+    "keytab": _text("Kerberos keytab", "Path of the principal's keytab on workers and triggerers"),
+}
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden-fields": ["password", "extra"],
+    "relabeling": {"host": "ResourceManager web address(es), comma-separated for HA", "login": "User",
+                   "schema": "Scheme (http or https)"},
+    "placeholders": {"host": "rm1.example.com:8088,rm2.example.com:8088", "schema": "http",
+                     "hadoop_conf_dir": "/etc/hadoop/conf", "queue": "default", "keytab": "/etc/security/etl.keytab"},
+}
+
+
+def form_extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """A connection's extra as given: form fields under their plain names, unset ones (None, "") dropped."""
+    plain = {(k[len(FORM_PREFIX):] if k.startswith(FORM_PREFIX) else k): v for k, v in extra.items()}
+    return {k: v for k, v in plain.items() if v not in (None, "")}
 
 
 @dataclass(frozen=True)
@@ -35,7 +68,7 @@ class YarnSettings:
 
     @classmethod
     def from_connection(cls, conn: Any) -> YarnSettings:
-        extra = conn.extra_dejson or {}
+        extra = form_extra(conn.extra_dejson or {})
         unknown = sorted(set(extra) - set(EXTRA_KEYS))
         if unknown:
             raise UsageError(f"yarn connection {conn.conn_id!r}: unknown extra {unknown[0]!r}; "

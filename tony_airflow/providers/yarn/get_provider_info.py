@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tony_airflow.providers.yarn.connection import CONN_FIELDS, UI_FIELD_BEHAVIOUR
+
 PACKAGE = "tony_airflow.providers.yarn"
 
 
@@ -21,6 +23,8 @@ def get_provider_info() -> dict[str, Any]:
         "sensors": [{"integration-name": "Hadoop YARN (tony-airflow)", "python-modules": [f"{PACKAGE}.sensors.yarn"]}],
         "triggers": [{"integration-name": "Hadoop YARN (tony-airflow)",
                       "python-modules": [f"{PACKAGE}.triggers.yarn"]}],
-        "connection-types": [{"connection-type": "yarn", "hook-class-name": f"{PACKAGE}.hooks.yarn.YarnHook"}],
+        "connection-types": [{"connection-type": "yarn", "hook-class-name": f"{PACKAGE}.hooks.yarn.YarnHook",
+                              "hook-name": "Hadoop YARN (tony-airflow)",
+                              "conn-fields": CONN_FIELDS, "ui-field-behaviour": UI_FIELD_BEHAVIOUR}],
         "extra-links": [f"{PACKAGE}.links.yarn.YarnApplicationLink", f"{PACKAGE}.links.yarn.TensorBoardLink"],
     }

@@ -15,7 +15,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from tony_airflow.core.client import TonyClient
-from tony_airflow.providers.yarn.connection import YarnSettings, http_auth, kerberos_login
+from tony_airflow.providers.yarn.connection import UI_FIELD_BEHAVIOUR, YarnSettings, http_auth, kerberos_login
 from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import webhdfs
@@ -40,14 +40,10 @@ class YarnHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {
-            "hidden_fields": ["password"],
-            "relabeling": {"host": "ResourceManager web address(es), comma-separated for HA", "login": "User"},
-            "placeholders": {
-                "host": "rm1.example.com:8088,rm2.example.com:8088",
-                "extra": '{"hadoop_conf_dir": "/etc/hadoop/conf", "queue": "default", "auth": "simple"}',
-            },
-        }
+        """The form as the provider info describes it (Airflow versions that ask the hook)."""
+        behaviour = UI_FIELD_BEHAVIOUR
+        return {"hidden_fields": behaviour["hidden-fields"], "relabeling": behaviour["relabeling"],
+                "placeholders": behaviour["placeholders"]}
 
     @property
     def settings(self) -> YarnSettings:
