@@ -44,10 +44,8 @@ DAEMON_PORTS = {
     "nodemanager": tuple(k for k in PORT_KEYS if k.startswith("yarn.nodemanager.")),
     "nodemanager-gpu": tuple(k for k in PORT_KEYS if k.startswith("gpu:")),
 }
-# A multi-host cluster's NodeManagers and DataNodes listen in their own namespaces, on the same ports
-HOST_DAEMONS = ("datanode", "nodemanager")
 # What a multi-host cluster's NodeManager offers by default: enough for a task and the AM, not two
-# tasks of the tests' size, so YARN spreads them; 13 hosts of it still fit in this machine's memory.
+# tasks of the tests' size (2560 MiB), so YARN spreads them over the hosts.
 HOST_MEMORY_MB = 4096
 HOST_VCORES = 4
 # How soon YARN gives up on a silent NodeManager (and HDFS on a DataNode) in a multi-host cluster:
