@@ -24,7 +24,9 @@ import pytest
 from tests.e2e.helpers import PAYLOADS, record
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.local import LocalCluster
+from tony_airflow.yarn.local.config import host_dirs
 from tony_airflow.yarn.local.network import Host
+from tony_airflow.yarn.local.processes import container_processes
 from tony_airflow.yarn.rest import ResourceManagerClient
 
 pytest.importorskip("tensorflow")
@@ -61,20 +63,9 @@ def _finish(submit: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
             submit.kill()
 
 
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    return dict(kv.split("=", 1) for kv in raw.decode(errors="replace").split("\0") if "=" in kv)
-
-
 def _containers_on(cluster: LocalCluster, host: Host) -> dict[int, str]:
-    """pid -> YARN container id of every container process in the host's namespace."""
-    network = cluster.network
-    assert network
-    found = {pid: _environ(pid).get("CONTAINER_ID", "") for pid in network.pids(host)}
-    return {pid: cid for pid, cid in found.items() if cid}
+    """pid -> YARN container id of every container process of the host's NodeManager."""
+    return {p.pid: p.container_id for p in container_processes(host_dirs(cluster.state_dir, host)["nm-local"])}
 
 
 def _victim(cluster: LocalCluster, app_id: str) -> Host:

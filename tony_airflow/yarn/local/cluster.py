@@ -34,7 +34,7 @@ from tony_airflow.yarn.local.config import (
     PORT_KEYS,
     ClusterSettings,
     free_ports,
-    host_conf_dir,
+    host_conf_name,
     host_dirs,
     port_is_free,
     write_conf,
@@ -78,7 +78,7 @@ def daemons_of(settings: ClusterSettings) -> tuple[Daemon, ...]:
     network = settings.network
     if network:
         return (NAMENODE, RESOURCEMANAGER, *(
-            Daemon(f"{d.name}-{host.name}", d.main_class, d.heap_mb, conf=host_conf_dir(Path("conf"), host).name,
+            Daemon(f"{d.name}-{host.name}", d.main_class, d.heap_mb, conf=host_conf_name(host),
                    host=host)
             for host in network.hosts for d in (DATANODE, NODEMANAGER)))
     return DAEMONS + ((GPU_NODEMANAGER,) if settings.gpus else ())

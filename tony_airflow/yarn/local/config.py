@@ -284,8 +284,13 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
             write_host_conf(conf_dir, state_dir, host, settings, hdfs, yarn)
 
 
+def host_conf_name(host: Host) -> str:
+    """The configuration directory of one host's daemons, beside `conf/` in the state directory."""
+    return f"conf-{host.name}"
+
+
 def host_conf_dir(conf_dir: Path, host: Host) -> Path:
-    return conf_dir.with_name(f"conf-{host.name}")
+    return conf_dir.with_name(host_conf_name(host))
 
 
 def host_dirs(state_dir: Path, host: Host) -> dict[str, Path]:
