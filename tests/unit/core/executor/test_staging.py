@@ -66,3 +66,33 @@ def test_an_input_is_complete_so_its_empty_files_are_staged(tmp_path):
     fs.files["/in/part-0"] = b"data"
     assert Mirror("hdfs:///in", tmp_path / "in", fs=fs).pull(while_written=False) == 2
     assert (tmp_path / "in" / "_SUCCESS").exists()
+
+
+class CutOffHDFS(FakeHDFS):
+    """An HDFS whose link goes down after `uploads` files (the host was cut off mid-push)."""
+
+    def __init__(self, uploads: int) -> None:
+        super().__init__()
+        self.left = uploads
+
+    def put_file(self, local: str, remote: str) -> None:
+        if self.left == 0:
+            raise OSError(113, "No route to host")
+        self.left -= 1
+        self.files[remote] = Path(local).read_bytes()
+
+
+def test_a_push_cut_short_never_leaves_a_checkpoint_index_naming_files_not_uploaded(tmp_path):
+    """Seen on the multi-host cluster: attempt 2 found `checkpoint` naming ckpt-2, whose data never arrived."""
+    backup = tmp_path / "out" / "backup" / "chief"
+    backup.mkdir(parents=True)
+    (backup / "checkpoint").write_text('model_checkpoint_path: "ckpt-2"\n')
+    (backup / "ckpt-2.index").write_bytes(b"i")
+    (backup / "ckpt-2.data-00000-of-00001").write_bytes(b"d")
+    fs = CutOffHDFS(uploads=2)
+    mirror = Mirror("hdfs:///out", tmp_path / "out", fs=fs)
+    try:
+        mirror.push()
+    except OSError:
+        pass
+    assert "/out/backup/chief/checkpoint" not in fs.files, sorted(fs.files)
