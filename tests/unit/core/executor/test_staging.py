@@ -75,6 +75,9 @@ class CutOffHDFS(FakeHDFS):
         super().__init__()
         self.left = uploads
 
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        pass
+
     def put_file(self, local: str, remote: str) -> None:
         if self.left == 0:
             raise OSError(113, "No route to host")
