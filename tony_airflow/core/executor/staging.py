@@ -81,7 +81,9 @@ class Mirror:
     def push(self) -> int:
         """Upload local files that are new or changed since the last push. Returns how many."""
         count = 0
-        for path in sorted(self.local.rglob("*")):
+        # TensorFlow's `checkpoint` index files last: a push cut short must not publish an index
+        # naming a checkpoint whose files did not reach HDFS (a later attempt restores from it)
+        for path in sorted(self.local.rglob("*"), key=lambda p: (p.name == "checkpoint", p)):
             if not path.is_file() or path.name.endswith(".tony-part"):
                 continue
             try:
