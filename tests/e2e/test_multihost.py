@@ -177,6 +177,10 @@ def test_ps_and_two_workers_on_three_hosts_train_together(multihost_cluster, mul
             time.sleep(0.5)
         # the AM's page and TensorBoard, through the ResourceManager's proxy, from hosts behind the bridge
         page = httpx.get(tracking.rstrip("/") + "/pages/tony/", timeout=30, follow_redirects=True)
+        while page.status_code == 404:  # skein's AM registers before our AM adds its page
+            assert time.monotonic() < deadline, "the AM's page never appeared under the tracking URL"
+            time.sleep(0.5)
+            page = httpx.get(tracking.rstrip("/") + "/pages/tony/", timeout=30, follow_redirects=True)
         assert page.status_code == 200 and "worker:1" in page.text, page.text[:500]
         tags = tracking.rstrip("/") + "/pages/tensorboard/data/plugin/scalars/tags"
         while httpx.get(tags, timeout=30).status_code != 200:
