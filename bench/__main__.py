@@ -108,7 +108,7 @@ def main(argv: list[str]) -> None:
     steps = [("launch_latency", lambda: launch_latency.run(args.runs)),
              ("registry_scale", lambda: registry_scale.run()),
              ("training_overhead", lambda: training_overhead.run()),
-             ("airflow_deferrable", lambda: airflow_deferrable.run([1, 10, 50], 30.0))]
+             ("airflow_deferrable", lambda: airflow_deferrable.run(airflow_deferrable.SIZES, 30.0))]
     reports = []
     for name, step in steps:
         if name in args.skip:

@@ -1,9 +1,13 @@
 """Benchmark: N concurrent training tasks watched by deferrable operators (one triggerer) vs. poke-mode sensors.
 
-What is measured is the cost of waiting on YARN from Airflow, for N = 1, 10, 50:
-- deferrable: N `YarnApplicationTrigger`s running in one process's event loop, as Airflow's
-  triggerer runs them; the deferred tasks hold no worker slot;
-- poke: N `YarnApplicationSensor`s in poke mode, one process each, as N worker slots run them.
+What is measured is the cost of waiting on YARN from Airflow, for N = 1, 10, 50, 200:
+- deferrable, shared poll: N `YarnApplicationTrigger`s running in one process's event loop, as
+  Airflow's triggerer runs them, sharing one ResourceManager poll per interval (triggers/poller.py);
+  the deferred tasks hold no worker slot;
+- deferrable, per task: the same triggers, each with a poller of its own (how they polled before:
+  one request per task per interval), for comparison;
+- poke: N `YarnApplicationSensor`s in poke mode, one process each, as N worker slots run them
+  (up to N = 50: 200 Airflow processes do not fit this machine's purpose).
 Both poll every POLL_S seconds. Reported: resident memory of the waiting processes (summed),
 worker slots held, and ResourceManager requests per minute, counted by a pass-through proxy in
 front of the real ResourceManager of the local cluster.
@@ -34,7 +38,9 @@ from bench.local import local_cluster
 from bench.report import Report
 
 POLL_S = 5.0
+SIZES = [1, 10, 50, 200]
 APPS = 4
+MAX_POKE = 50  # poke mode is one Airflow process per task
 
 
 class CountingProxy:
@@ -82,13 +88,18 @@ def _peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def triggerer(proxy: str, app_ids: list[str], n: int, window: float) -> None:
+def triggerer(proxy: str, app_ids: list[str], n: int, window: float, shared: bool = True) -> None:
     """One process, N triggers in one event loop (what Airflow's triggerer does with them)."""
     from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
 
+    class PerTaskTrigger(YarnApplicationTrigger):
+        def poller_key(self) -> tuple:
+            return ("per-task", id(self))  # a poller of its own: one request per trigger per interval
+
+    kind = YarnApplicationTrigger if shared else PerTaskTrigger
+
     async def main() -> None:
-        triggers = [YarnApplicationTrigger(app_ids[i % len(app_ids)], [proxy], poll_interval=POLL_S)
-                    for i in range(n)]
+        triggers = [kind(app_ids[i % len(app_ids)], [proxy], poll_interval=POLL_S) for i in range(n)]
 
         async def drain(t: YarnApplicationTrigger) -> None:
             async for _ in t.run():
@@ -174,10 +185,13 @@ def run(sizes: list[int], window: float) -> Report:
                     time.sleep(0.5)
             me = [sys.executable, "-m", "bench.airflow_deferrable"]
             for n in sizes:
-                rate, peak = _run_waiters([me + ["--triggerer", proxy_url, str(n), str(window), *app_ids]],
-                                          env, proxy, window)
-                rows.append(Row(n, "deferrable", peak / 1024, 0, rate, 1))
-                print(f"N={n} deferrable: {rate:.0f} req/min, {peak / 1024:.0f} MiB", file=sys.stderr)
+                for mode, flag in (("deferrable, shared poll", "--triggerer"), ("deferrable, per task", "--per-task")):
+                    rate, peak = _run_waiters([me + [flag, proxy_url, str(n), str(window), *app_ids]],
+                                              env, proxy, window)
+                    rows.append(Row(n, mode, peak / 1024, 0, rate, 1))
+                    print(f"N={n} {mode}: {rate:.0f} req/min, {peak / 1024:.0f} MiB", file=sys.stderr)
+                if n > MAX_POKE:
+                    continue
                 cmds = [me + ["--poke", app_ids[i % APPS], str(window)] for i in range(n)]
                 rate, peak = _run_waiters(cmds, env, proxy, window)
                 rows.append(Row(n, "poke", peak / 1024, n, rate, n))
@@ -202,26 +216,27 @@ def run(sizes: list[int], window: float) -> Report:
 
 def _plot(report: Report, ax_pair) -> None:
     rows = report.data["rows"]
-    for mode, style in (("deferrable", "o-"), ("poke", "s--")):
+    for mode, style in (("deferrable, shared poll", "o-"), ("deferrable, per task", "^:"), ("poke", "s--")):
         pts = [r for r in rows if r["mode"] == mode]
         ax_pair[0].plot([r["n"] for r in pts], [r["rss_mib"] for r in pts], style, label=mode)
-        ax_pair[1].plot([r["n"] for r in pts], [r["slots"] for r in pts], style, label=mode)
+        ax_pair[1].plot([r["n"] for r in pts], [r["requests_per_min"] for r in pts], style, label=mode)
     ax_pair[0].set(xlabel="concurrent training tasks", ylabel="resident memory (MiB)", title="memory")
-    ax_pair[1].set(xlabel="concurrent training tasks", ylabel="worker slots held", title="worker slots")
+    ax_pair[1].set(xlabel="concurrent training tasks", ylabel="ResourceManager requests per minute",
+                   title="RM load")
     for ax in ax_pair:
         ax.legend()
         ax.grid(alpha=0.3)
 
 
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["--triggerer"]:
-        triggerer(argv[1], argv[4:], int(argv[2]), float(argv[3]))
+    if argv[:1] in (["--triggerer"], ["--per-task"]):
+        triggerer(argv[1], argv[4:], int(argv[2]), float(argv[3]), shared=argv[0] == "--triggerer")
         return
     if argv[:1] == ["--poke"]:
         poker(argv[1], float(argv[2]))
         return
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 50])
+    parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
     parser.add_argument("--window", type=float, default=30.0)
     args = parser.parse_args(argv)
     print(run(args.sizes, args.window).table())

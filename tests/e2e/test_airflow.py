@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -43,6 +44,11 @@ def test_pipeline_dag_trains_on_yarn_and_evaluates_the_model(local_cluster, rm, 
     assert train["_link_TensorBoardLink"] == train["tensorboard_url"]
     assert train["_link_YarnApplicationLink"] == train["tracking_url"]
     assert summary["xcoms"]["evaluate"]["return_value"]["accuracy"] > 0.8
+    # the training's own output in the task log, as it came (the chief here is worker 0)
+    assert re.search(r"\[worker:0\] epoch \d+ loss [\d.]+ accuracy", log), log[-4000:]
+    usage = train["usage"]  # what the job cost, from YARN's resource-seconds and the history
+    assert usage["application_id"] == app_id and usage["memory_mb_seconds"] > 0 and usage["vcore_seconds"] > 0
+    assert usage["peak_memory_mib"]["worker:0"] > 0 and "usage: " in log
     report = summary["xcoms"]["report"]["return_value"]
     assert report["application_id"] == app_id and report["tensorboard_url"] == train["tensorboard_url"]
     tags = set(rm.application(app_id).tags)
@@ -102,6 +108,11 @@ def test_deferrable_operator_and_sensor_wait_in_the_trigger(local_cluster, rm, a
     for task in ("train", "submit"):
         assert rm.application(summary["xcoms"][task]["application_id"]).final_status == "SUCCEEDED"
     assert summary["xcoms"]["train"]["final_status"] == "SUCCEEDED"
+    # the task's own lines, each once: most written by the trigger while deferred, the rest at the end
+    ticks = re.findall(r"\[worker:0\] worker slept (\d+) s", log)
+    assert ticks == [str(i) for i in range(1, 9)], log[-4000:]
+    assert any("worker slept" in line and "YarnApplicationTrigger" in line for line in log.splitlines())
+    assert summary["xcoms"]["train"]["usage"]["vcore_seconds"] > 0
     assert summary["xcoms"]["wait"]["return_value"] == summary["xcoms"]["submit"]["application_id"]
 
 

@@ -8,4 +8,10 @@ if os.environ.get("EXIT_EARLY") == me:
     time.sleep(1)
     print(f"{me} dies early", file=sys.stderr)
     sys.exit(int(os.environ.get("EXIT_CODE", "0")))
-time.sleep(float(os.environ.get("SLEEP_S", "600")))
+seconds = float(os.environ.get("SLEEP_S", "600"))
+print(f"{me} sleeping {seconds:.0f} s")
+for second in range(int(seconds)):
+    time.sleep(1)
+    if os.environ.get("TICK"):
+        print(f"{me} slept {second + 1} s")
+time.sleep(seconds - int(seconds))

@@ -1,7 +1,9 @@
 """A fake ResourceManager REST API for unit tests of the Airflow provider (never used end to end).
 
 Each application steps through a scripted list of (state, finalStatus) on
-every GET; a PUT to /state kills it. Requests are counted so tests can bound them.
+every GET of it (or of the list of active applications that holds it); a PUT to
+/state kills it. `/proxy/<id>/pages/tony/output.json` answers from a script of
+output pieces. Requests are counted so tests can bound them.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 
 @dataclass
@@ -29,6 +32,7 @@ class FakeResourceManager:
     apps: dict[str, FakeApp] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
     fail_with: int | None = None  # answer every request with this HTTP status
+    outputs: dict[str, str] = field(default_factory=dict)  # app id -> the chief's whole output so far
 
     def start(self) -> FakeResourceManager:
         rm = self
@@ -56,15 +60,43 @@ class FakeResourceManager:
                     self._send(404, {"RemoteException": {"message": f"app with id: {app_id} not found"}})
                 return app_id, app
 
+            def _report(self, app_id: str, app: FakeApp) -> dict:
+                state, final = app.current()
+                app.gets += 1
+                return {"id": app_id, "state": state, "finalStatus": final,
+                        "diagnostics": app.diagnostics if state != "RUNNING" else "",
+                        "trackingUrl": f"{rm.url}/proxy/{app_id}/", "applicationTags": app.tags,
+                        "elapsedTime": 1500 * app.gets, "resourceSecondsMap": {"entry": [
+                            {"key": "memory-mb", "value": str(2048 * app.gets)},
+                            {"key": "vcores", "value": str(2 * app.gets)}]}}
+
+            def _list(self) -> None:
+                rm.requests.append((self.command, self.path))
+                if rm.fail_with:
+                    self._send(rm.fail_with, {"RemoteException": {"message": "fake RM failure"}})
+                    return
+                query = parse_qs(urlsplit(self.path).query)
+                wanted = set(",".join(query.get("states", [])).split(",")) - {""}
+                apps = [self._report(i, a) for i, a in rm.apps.items() if not wanted or a.current()[0] in wanted]
+                self._send(200, {"apps": {"app": apps} if apps else None})
+
+            def _output(self) -> None:
+                rm.requests.append((self.command, self.path))
+                app_id = self.path.split("/")[2]
+                offset = int(parse_qs(urlsplit(self.path).query).get("offset", ["0"])[0])
+                text = rm.outputs.get(app_id, "")
+                self._send(200, {"task": "worker:0", "attempt": 1, "container_id": "container_1", "offset": offset,
+                                 "end": len(text), "text": text[offset:], "finished": False})
+
             def do_GET(self):
+                if urlsplit(self.path).path == "/ws/v1/cluster/apps":
+                    return self._list()
+                if self.path.startswith("/proxy/"):
+                    return self._output()
                 app_id, app = self._app()
                 if app is None:
                     return
-                state, final = app.current()
-                app.gets += 1
-                self._send(200, {"app": {"id": app_id, "state": state, "finalStatus": final,
-                                         "diagnostics": app.diagnostics if state != "RUNNING" else "",
-                                         "trackingUrl": f"{rm.url}/proxy/{app_id}/", "applicationTags": app.tags}})
+                self._send(200, {"app": self._report(app_id, app)})
 
             def do_PUT(self):
                 app_id, app = self._app()
@@ -76,7 +108,10 @@ class FakeResourceManager:
                 app.diagnostics = "Application killed by user."
                 self._send(202, {"state": "KILLED"})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 512  # hundreds of triggers connect at once (socketserver's default is 5)
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 

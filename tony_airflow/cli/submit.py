@@ -147,8 +147,10 @@ def submit_and_wait(args: argparse.Namespace) -> int:
         if job.client_mode:
             handle.run_local_tasks()
 
+    # the chief's output as it comes: by default on a terminal; in client mode the chief prints here anyway
+    follow = (sys.stdout.isatty() if args.follow is None else args.follow) and not job.client_mode
     outcome = run_to_completion(job, submitted, log=sys.stderr, out=sys.stdout, client_factory=make_client,
-                                while_running=local_tasks)
+                                while_running=local_tasks, follow=follow)
     if outcome.final_status == "SUCCEEDED" and not outcome.terminated:
         print(f"{outcome.application_id} SUCCEEDED", flush=True)
     return outcome.exit_code
@@ -163,6 +165,10 @@ def add_submit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-wait", "--detach", dest="no_wait", action="store_true",
                    help="return once the application is submitted and leave it running "
                         "(without it, Ctrl-C kills the application)")
+    p.add_argument("--follow", dest="follow", action="store_true", default=None,
+                   help="print the chief's (or worker 0's) output as it comes, and the failing task's last lines "
+                        "(default on a terminal)")
+    p.add_argument("--quiet", dest="follow", action="store_false", help="do not print the tasks' output")
     p.set_defaults(func=submit_and_wait)
 
 

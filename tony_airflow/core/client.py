@@ -247,8 +247,10 @@ class JobHandle:
         return raw.decode() if isinstance(raw, bytes) else raw
 
     def wait(self, poll: float = 1.0, timeout: float | None = None,
-             on_change: Callable[[ApplicationReport, Progress | None], None] | None = None) -> ApplicationReport:
-        """Block until the application is FINISHED, FAILED or KILLED."""
+             on_change: Callable[[ApplicationReport, Progress | None], None] | None = None,
+             on_poll: Callable[[ApplicationReport], None] | None = None) -> ApplicationReport:
+        """Block until the application is FINISHED, FAILED or KILLED; `on_poll` sees every report
+        (the live output is read there)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen: tuple | None = None
         while True:
@@ -258,6 +260,8 @@ class JobHandle:
             if on_change is not None and key != seen:
                 on_change(report, progress)
             seen = key
+            if on_poll is not None:
+                on_poll(report)
             if report.is_terminal:
                 return report
             if deadline is not None and time.monotonic() > deadline:

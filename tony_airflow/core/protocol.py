@@ -23,6 +23,7 @@ REGISTER = "/v1/register"
 CLUSTER_SPEC = "/v1/cluster-spec"
 HEARTBEAT = "/v1/heartbeat"
 FINISHED = "/v1/finished"
+OUTPUT = "/v1/output"        # an executor ships its command's new output (core/output.py)
 STATUS_JSON = "/status.json"
 
 H_TIMESTAMP = "X-Tony-Timestamp"
@@ -159,6 +160,18 @@ class Finished:
     exit_code: int
     stderr_tail: str = ""
     usage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Output:
+    """A piece of a task's output: `text` continues the attempt's output at character `offset`."""
+
+    type: str
+    index: int
+    attempt: int
+    offset: int
+    text: str
+    container_id: str = ""
 
 
 # field annotations (strings under `from __future__ import annotations`) -> the JSON types allowed

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tony_airflow.core.client import JobHandle, TonyClient
+from tony_airflow.core.output_follow import LiveOutput
 from tony_airflow.core.presentation import ProgressPrinter, failure_line, tensorboard_url
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.yarn.rest import ApplicationReport
@@ -77,10 +78,12 @@ class _HeldSignal:
 def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: TextIO = sys.stderr,
                       on_outcome: Callable[[Outcome], None] | None = None, out: TextIO | None = None,
                       client_factory: Callable[[], TonyClient] = TonyClient,
-                      while_running: Callable[[JobHandle], None] | None = None) -> Outcome:
+                      while_running: Callable[[JobHandle], None] | None = None,
+                      follow: bool = False, tail_lines: int = 40) -> Outcome:
     """Submit `job`, report progress to `log` (URLs to `out`, default `log`), and return how it ended
     (also when terminated). `while_running` runs after submission inside the stoppable region
-    (client mode runs its chief there)."""
+    (client mode runs its chief there). `follow`: the chief's (or worker 0's) output goes to `out` as
+    it comes, and on failure the failing task's last `tail_lines` lines."""
     held = _HeldSignal()
     previous = {s: signal.signal(s, held) for s in STOP_SIGNALS}
     try:
@@ -92,6 +95,7 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                   file=log, flush=True)
             handle = client.submit(job, validated=True)
             outcome = Outcome(handle.app_id, "UNDEFINED")
+            live: LiveOutput | None = None
             try:
                 for s in STOP_SIGNALS:
                     signal.signal(s, _raise_terminated)
@@ -100,8 +104,9 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                     raise Terminated(held.name)
                 if while_running is not None:
                     while_running(handle)
+                live = _live_output(client, out or log) if follow else None
                 report = handle.wait(on_change=ProgressPrinter(handle.app_id, stream=log, out=out or log,
-                                                               tensorboard=job.tensorboard))
+                                                               tensorboard=job.tensorboard), on_poll=live)
             except Terminated as why:
                 for s in STOP_SIGNALS:
                     signal.signal(s, signal.SIG_IGN)
@@ -110,6 +115,8 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                 outcome.terminated_by = str(why)
             outcome.final_status = report.final_status if report.is_terminal else "KILLED"
             outcome.diagnostics = report.diagnostics.strip()
+            if live is not None and not outcome.terminated:
+                live.finish(handle.app_id, outcome.final_status, outcome.diagnostics, tail_lines)
             outcome.tracking_url = report.tracking_url
             outcome.tensorboard_url = tensorboard_url(report.tracking_url) if job.tensorboard else ""
     finally:
@@ -120,6 +127,12 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
     if outcome.final_status != "SUCCEEDED":
         print(failure_line(outcome.application_id, outcome.final_status, outcome.diagnostics), file=log, flush=True)
     return outcome
+
+
+def _live_output(client: TonyClient, out: TextIO) -> LiveOutput:
+    def emit(line: str) -> None:
+        print(line, file=out, flush=True)
+    return LiveOutput(emit, auth=client.rm.auth, conf_dir=str(client.cluster.conf_dir))
 
 
 def _kill_and_wait(handle: JobHandle) -> ApplicationReport:

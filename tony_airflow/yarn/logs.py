@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
-from tony_airflow.yarn.discovery import discover
+from tony_airflow.yarn.discovery import discover, local_environment
 
 # skein writes a container's stdout and stderr to `<service>.log`; prelaunch.err
 # holds what went wrong before the command could start.
@@ -26,9 +27,12 @@ def logs_command(app_id: str, container_id: str | None = None, pattern: str | No
     return cmd
 
 
-def hadoop_env() -> dict[str, str]:
-    """This process's environment plus what Hadoop's `yarn` command needs for the cluster."""
-    return dict(os.environ, **discover().environment)
+def hadoop_env(conf_dir: str | None = None) -> dict[str, str]:
+    """This process's environment plus what Hadoop's `yarn` command needs for the cluster
+    (a local cluster's configuration directory brings its launchers and Java too)."""
+    if conf_dir and (Path(conf_dir).parent / "bin" / "yarn").exists():
+        return dict(os.environ, **local_environment(Path(conf_dir).parent))
+    return dict(os.environ, **discover(conf_dir).environment)
 
 
 def print_logs(app_id: str, container_id: str | None = None, pattern: str | None = None) -> int:
@@ -36,7 +40,7 @@ def print_logs(app_id: str, container_id: str | None = None, pattern: str | None
 
 
 def read_logs(app_id: str, container_id: str | None = None, pattern: str | None = None,
-              timeout: float = 120) -> tuple[int, str]:
-    proc = subprocess.run(logs_command(app_id, container_id, pattern), env=hadoop_env(), capture_output=True,
-                          text=True, timeout=timeout)
+              timeout: float = 120, conf_dir: str | None = None) -> tuple[int, str]:
+    proc = subprocess.run(logs_command(app_id, container_id, pattern), env=hadoop_env(conf_dir),
+                          capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr

@@ -8,6 +8,7 @@ exactly the same answers. Several addresses mean RM HA: the first that answers w
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -74,6 +75,10 @@ class ApplicationReport:
     tags: tuple[str, ...] = ()
     started_time: int = 0
     finished_time: int = 0
+    elapsed_ms: int = 0
+    # what the application used, summed by the RM (resourceSecondsMap): (resource, units x seconds),
+    # e.g. ("memory-mb", 123456), ("vcores", 240), ("yarn.io/gpu", 60)
+    resource_seconds: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_json(cls, app: dict[str, Any]) -> ApplicationReport:
@@ -83,11 +88,33 @@ class ApplicationReport:
             diagnostics=app.get("diagnostics") or "", tracking_url=app.get("trackingUrl") or "",
             name=app.get("name", ""), user=app.get("user", ""), queue=app.get("queue", ""),
             tags=tags, started_time=app.get("startedTime", 0), finished_time=app.get("finishedTime", 0),
+            elapsed_ms=app.get("elapsedTime") or 0, resource_seconds=_resource_seconds(app),
         )
 
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+
+def _keep_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The RM writes a map as repeated keys ({"entry": {..}, "entry": {..}}): keep them all, as a list."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            out[key] = (out[key] if isinstance(out[key], list) else [out[key]]) + [value]
+        else:
+            out[key] = value
+    return out
+
+
+def _resource_seconds(app: dict[str, Any]) -> tuple[tuple[str, int], ...]:
+    """memorySeconds and vcoreSeconds, with every resource of resourceSecondsMap (GPUs) over them."""
+    found = {"memory-mb": int(app.get("memorySeconds") or 0), "vcores": int(app.get("vcoreSeconds") or 0)}
+    entries = (app.get("resourceSecondsMap") or {}).get("entry") or []
+    for entry in [entries] if isinstance(entries, dict) else entries:
+        if isinstance(entry, dict) and entry.get("key"):
+            found[str(entry["key"])] = int(entry.get("value") or 0)
+    return tuple(sorted(found.items()))
 
 
 @dataclass(frozen=True)
@@ -150,7 +177,7 @@ class _Base:
             if resp.status_code == 401:
                 msg = "not authenticated (this ResourceManager wants Kerberos: kinit, or give a keytab)"
             raise ResourceManagerError(f"{call.method} {call.path}: HTTP {resp.status_code}: {msg}")
-        return resp.json() if resp.content else {}
+        return json.loads(resp.content, object_pairs_hook=_keep_repeated_keys) if resp.content else {}
 
 
 class ResourceManagerClient(_Base):
@@ -183,18 +210,38 @@ class ResourceManagerClient(_Base):
 
 
 class AsyncResourceManagerClient(_Base):
-    """Non-blocking client, for Airflow's triggerer."""
+    """Non-blocking client, for Airflow's triggerer. After `keep_open()` one connection pool serves
+    every call (a shared poller's hundreds of calls) until `aclose()`; otherwise each call has its own."""
+
+    _http: httpx.AsyncClient | None = None
+
+    def _new_http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=self.timeout, auth=self.auth, follow_redirects=True)
+
+    def keep_open(self) -> None:
+        if self._http is None:
+            self._http = self._new_http()
+
+    async def aclose(self) -> None:
+        http, self._http = self._http, None
+        if http is not None:
+            await http.aclose()
 
     async def _do(self, call: _Call) -> dict[str, Any]:
+        if self._http is not None:
+            return await self._do_with(self._http, call)
+        async with self._new_http() as http:
+            return await self._do_with(http, call)
+
+    async def _do_with(self, http: httpx.AsyncClient, call: _Call) -> dict[str, Any]:
         errors = []
-        async with httpx.AsyncClient(timeout=self.timeout, auth=self.auth, follow_redirects=True) as http:
-            for base in self.addresses:
-                try:
-                    resp = await http.request(call.method, base + call.path, params=call.params, json=call.json)
-                except httpx.TransportError as exc:
-                    errors.append(f"{base}: {exc}")
-                    continue
-                return self._check(resp, call)
+        for base in self.addresses:
+            try:
+                resp = await http.request(call.method, base + call.path, params=call.params, json=call.json)
+            except httpx.TransportError as exc:
+                errors.append(f"{base}: {exc}")
+                continue
+            return self._check(resp, call)
         raise ResourceManagerError("no ResourceManager answered: " + "; ".join(errors))
 
     async def application(self, app_id: str) -> ApplicationReport:

@@ -25,7 +25,7 @@ with DAG("tony_killable", schedule=None, start_date=START, catchup=False):
 
 with DAG("tony_deferrable", schedule=None, start_date=START, catchup=False):
     deferred = TensorFlowOnYarnOperator(task_id="train", cluster_requirement="worker:1", deferrable=True,
-                                        script=str(PAYLOADS / "sleep.py"), env={"SLEEP_S": "5"},
+                                        script=str(PAYLOADS / "sleep.py"), env={"SLEEP_S": "8", "TICK": "1"},
                                         poll_interval=1, **SMALL)
     submit = TensorFlowOnYarnOperator(task_id="submit", cluster_requirement="worker:1", wait_for_completion=False,
                                       script=str(PAYLOADS / "sleep.py"), env={"SLEEP_S": "5"}, **SMALL)

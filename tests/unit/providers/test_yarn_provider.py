@@ -66,7 +66,7 @@ def _operator(fake_rm, monkeypatch, states=None, diagnostics="", **kwargs) -> tu
     client = FakeTonyClient(fake_rm, states or RUNNING + [("FINISHED", "SUCCEEDED")], diagnostics)
     monkeypatch.setattr(YarnHook, "tony_client", lambda self: client)
     args = {"task_id": "train", "cluster_requirement": "worker:2", "command": "python3 train.py",
-            "yarn_conn_id": "fake_yarn", "poll_interval": 0.01, **kwargs}
+            "yarn_conn_id": "fake_yarn", "poll_interval": 0.01, "stream_logs": False, **kwargs}
     return TensorFlowOnYarnOperator(**args), client
 
 
@@ -185,7 +185,8 @@ def test_trigger_yields_one_event_when_the_application_ends(fake_rm, final, stat
     events = _events(YarnApplicationTrigger(APP, [fake_rm.url], poll_interval=0.01))
     assert [e["status"] for e in events] == [status]
     assert events[0]["final_status"] == final
-    assert fake_rm.count("GET") == 4  # one request per poll, no more
+    # one request per poll (the list of active applications), and one for the application once it ended
+    assert fake_rm.count("GET") == 5
 
 
 def test_trigger_turns_rm_errors_into_an_error_event(fake_rm):

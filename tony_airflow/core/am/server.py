@@ -1,7 +1,8 @@
 """The registry's HTTP+JSON server (aiohttp), and the read-only status page.
 
-Signed endpoints take executors' messages; `/` and `/status.json` are the
-read-only dashboard reached through the YARN tracking URL.
+Signed endpoints take executors' messages; `/`, `/status.json` and
+`/output.json` (a task's live output by offset) are read-only and reached
+through the YARN tracking URL (`<tracking>/pages/tony/...`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from aiohttp import web
 
 from tony_airflow.core import protocol
 from tony_airflow.core.am import tensorboard_proxy
+from tony_airflow.core.am.outputs import Outputs
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.history.events import EventLog
+from tony_airflow.core.output import OUTPUT_PATH, SHIP_CHARS
 
 log = logging.getLogger("tony.am.server")
 LONG_POLL_S = 20.0
@@ -58,6 +61,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     """`page` renders the status page (the AM's live view of the job history)."""
     verifier = protocol.Verifier(secret)
     refused = RefusedRequests()
+    outputs = Outputs(f"{t}:{i}" for t, i in registry.job.task_ids())
 
     @web.middleware
     async def authenticate(request: web.Request, handler):
@@ -102,6 +106,27 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         registry.finished(msg.type, msg.index, msg.attempt, msg.exit_code, msg.stderr_tail, msg.usage)
         return web.json_response({"ok": True})
 
+    async def output_in(request: web.Request) -> web.Response:
+        msg = await message(request, protocol.Output)
+        reason = outputs.receive(msg, registry.attempt)
+        if reason is not None:
+            return web.json_response({"error": reason}, status=409)
+        return web.json_response({"ok": True})
+
+    async def output_out(request: web.Request) -> web.Response:
+        try:
+            offset = max(0, int(request.query.get("offset", "0")))
+            attempt = int(request.query.get("attempt", "0"))
+            limit = max(1, min(int(request.query.get("limit", SHIP_CHARS)), SHIP_CHARS))
+        except ValueError:
+            return web.json_response({"error": "offset, attempt and limit must be whole numbers"}, status=400)
+        task = request.query.get("task") or None
+        if task is not None and task not in outputs.task_ids:
+            return web.json_response({"error": f"task: no {task!r} in this job; allowed: "
+                                               + ", ".join(outputs.task_ids)}, status=404)
+        state = registry.tasks.get(_task_key(task or outputs.default))
+        return web.json_response(outputs.answer(task, attempt, offset, bool(state and state.done), limit))
+
     async def status_json(request: web.Request) -> web.Response:
         status = registry.status()
         status["refused_requests"] = refused.count
@@ -127,11 +152,18 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     app.router.add_get(protocol.CLUSTER_SPEC, cluster_spec)
     app.router.add_post(protocol.HEARTBEAT, heartbeat)
     app.router.add_post(protocol.FINISHED, finished)
+    app.router.add_post(protocol.OUTPUT, output_in)
+    app.router.add_get(OUTPUT_PATH, output_out)
     app.router.add_get(protocol.STATUS_JSON, status_json)
     app.router.add_get("/", status_page)
     app.router.add_get("/events.jsonl", events)
     app[REFUSED] = refused
     return app
+
+
+def _task_key(task: str) -> tuple[str, int]:
+    type_, _, index = task.rpartition(":")
+    return type_, int(index)
 
 
 async def start(app: web.Application, host: str = "0.0.0.0", port: int = 0) -> tuple[web.AppRunner, int]:

@@ -1,9 +1,10 @@
 """Running the user's command in its own process group, with its stderr tail kept.
 
-stdout goes straight to the container's log; stderr is copied there chunk by
-chunk and its last lines are kept for the AM's failure diagnostics. Nothing is
-buffered without bound: a 50 MB line with no newline costs one 64 KiB chunk
-and a tail of TAIL_CHARS characters.
+stdout and stderr are copied chunk by chunk to the container's log (the
+executor's own stdout and stderr) and handed to `on_output` (the live output,
+core/output.py); stderr's last lines are kept for the AM's failure diagnostics.
+Nothing is buffered without bound: a 50 MB line with no newline costs one
+64 KiB chunk and a tail of TAIL_CHARS characters.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import BinaryIO
 
 _PR_SET_PDEATHSIG = 1
@@ -32,30 +34,44 @@ def _die_with_parent() -> None:
 
 class UserProcess:
     def __init__(self, command: str, env: dict[str, str], cwd: str | None = None, tail_lines: int = 40,
-                 stderr_sink: BinaryIO | None = None):
+                 stderr_sink: BinaryIO | None = None, stdout_sink: BinaryIO | None = None,
+                 on_output: Callable[[str, bytes], None] | None = None):
+        """`on_output(stream, chunk)` sees every chunk of both streams ("stdout"/"stderr"), as written."""
         self.proc = subprocess.Popen(
-            ["bash", "-c", command], env=env, cwd=cwd, stdout=None, stderr=subprocess.PIPE,
+            ["bash", "-c", command], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_die_with_parent,
         )
         self.tail_lines = tail_lines
         self._tail = bytearray()
         self.max_buffered = 0  # the most this process held of the stderr stream at once (tests bound it)
-        self._sink = stderr_sink if stderr_sink is not None else sys.stderr.buffer
-        self._pump = threading.Thread(target=self._copy_stderr, name="stderr", daemon=True)
-        self._pump.start()
+        self._on_output = on_output
+        sinks = {"stdout": stdout_sink if stdout_sink is not None else sys.stdout.buffer,
+                 "stderr": stderr_sink if stderr_sink is not None else sys.stderr.buffer}
+        self._pumps = [threading.Thread(target=self._copy, args=(name, sink), name=name, daemon=True)
+                       for name, sink in sinks.items()]
+        for pump in self._pumps:
+            pump.start()
 
-    def _copy_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        fd = self.proc.stderr.fileno()
+    def _copy(self, stream: str, sink: BinaryIO) -> None:
+        pipe = self.proc.stdout if stream == "stdout" else self.proc.stderr
+        assert pipe is not None
+        fd = pipe.fileno()
         while True:
             chunk = os.read(fd, CHUNK_BYTES)
             if not chunk:
                 break
             try:
-                self._sink.write(chunk)
-                self._sink.flush()
+                sink.write(chunk)
+                sink.flush()
             except (OSError, ValueError):  # the container log went away: keep the tail all the same
                 pass
+            if self._on_output is not None:
+                try:
+                    self._on_output(stream, chunk)
+                except Exception:  # the live output is a convenience; the command's log is what counts
+                    pass
+            if stream == "stdout":
+                continue
             self._tail += chunk
             self.max_buffered = max(self.max_buffered, len(self._tail))
             if len(self._tail) > 2 * TAIL_CHARS:
@@ -66,7 +82,8 @@ class UserProcess:
 
     def wait(self) -> int:
         code = self.proc.wait()
-        self._pump.join(timeout=5)
+        for pump in self._pumps:
+            pump.join(timeout=5)
         return code if code >= 0 else 128 - code  # killed by signal N -> 128+N, like a shell
 
     def stop(self, grace: float) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from tony_airflow.core import protocol
 from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
+from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
 from tony_airflow.core.executor.staging import Mirror, is_hdfs, stage_input
 from tony_airflow.core.executor.usage import UsageSampler
@@ -162,7 +163,10 @@ class Executor:
             reservation.release()
             return AM_LOST_EXIT if self.am_lost.is_set() else 0
         log.info("starting: %s", command)
-        self.child = UserProcess(command, env, cwd=cwd)
+        env.setdefault("PYTHONUNBUFFERED", "1")  # a Python command's lines reach the live output as printed
+        tee = OutputTee(self.me.type, self.me.index, self.me.attempt, self._ship_output,
+                        None if self.local else container_log_dir()).start()
+        self.child = UserProcess(command, env, cwd=cwd, on_output=tee.write)
         self.usage = UsageSampler(self.child.proc.pid, env.get("CUDA_VISIBLE_DEVICES")).start()
         reservation.release_when_bound(self.child.alive)
         if self.stop_requested.is_set():  # a stop that came while the command started
@@ -174,6 +178,7 @@ class Executor:
             raise
         self.usage.stop()
         self.child.kill_group()
+        tee.close()  # all of the output reaches the AM before the task reports its end
         if mirror is not None:
             mirror.stop(final_push=push)
         if self.am_lost.is_set():
@@ -277,6 +282,11 @@ class Executor:
             if action == "stop":
                 self.stop("the AM asks this task to stop")
             self.finished.wait(self.job.heartbeat_interval)
+
+    def _ship_output(self, offset: int, text: str) -> None:
+        self.registry.call("POST", protocol.OUTPUT, {**self.ident, "offset": offset, "text": text,
+                                                     "container_id": os.environ.get("CONTAINER_ID", "")},
+                           retries=1, timeout=MAX_CALL_TIMEOUT_S)
 
     def _report(self, code: int) -> None:
         tail = self.child.stderr_tail() if self.child else ""

@@ -91,6 +91,7 @@ class JobHistory:
     complete: bool = True             # the AM closed the log
     incomplete_reason: str = ""
     stopped_by: str = ""              # the AM closed the log because it was signalled: YARN has the last word
+    usage: dict[str, Any] | None = None  # core/job_usage.py, once YARN's sums are known (the job ended)
 
     @classmethod
     def from_events(cls, app_id: str, events: Iterable[dict[str, Any]], spec: dict[str, Any] | None = None,

@@ -7,6 +7,7 @@ from typing import Any
 
 from tony_airflow.core.history.model import JobHistory
 from tony_airflow.core.history.store import HistoryStore, JobFiles
+from tony_airflow.core.job_usage import job_usage, peaks_of
 
 log = logging.getLogger("tony.history")
 
@@ -16,13 +17,15 @@ def load(store: HistoryStore, files: JobFiles, rm: Any = None, with_spec: bool =
     is reconciled with the ResourceManager (`rm`, optional): YARN's final status wins."""
     spec = store.spec(files.app_id) if with_spec else None
     job = JobHistory.from_events(files.app_id, store.events(files), spec, complete=files.complete)
-    if job.needs_yarn and rm is not None:
+    if (job.needs_yarn or not job.running) and rm is not None:
         try:
             report = rm.application(files.app_id)
         except Exception as exc:  # the history is still worth showing without YARN's word
             log.debug("no report for %s: %s", files.app_id, exc)
         else:
             job.reconcile(report.state, report.final_status, report.diagnostics)
+            if report.is_terminal:  # YARN's resource-seconds are final once the application has ended
+                job.usage = job_usage(report, peaks_of(job))
     return job
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 
 from tony_airflow.core.history.model import JobHistory, TaskRun
+from tony_airflow.core.job_usage import usage_line
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("tony_airflow.core.history", "templates"),
@@ -45,7 +46,7 @@ def mib(kib: int | None) -> str:
     return f"{kib / 1024:.0f} MiB" if kib else ""
 
 
-_ENV.filters.update(when=when, duration=duration, mib=mib)
+_ENV.filters.update(when=when, duration=duration, mib=mib, usage=usage_line)
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tony_airflow.core.history.model import JobHistory
 from tony_airflow.core.history.render import duration, mib, when
+from tony_airflow.core.job_usage import usage_line
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -29,6 +30,8 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
         out.append(f"note: {job.incomplete_reason}")
     if job.diagnostics:
         out.append(f"diagnostics: {job.diagnostics}")
+    if job.usage:
+        out.append(usage_line(job.usage))
     for attempt in job.attempts:
         if attempt.ok is None:
             verdict = "running" if job.running else "did not end"

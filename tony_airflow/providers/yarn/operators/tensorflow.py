@@ -18,10 +18,15 @@ from airflow.sdk import conf as airflow_conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tony_airflow.core.client import TonyClient
+from tony_airflow.core.history import reader
+from tony_airflow.core.history.store import HistoryStore, history_dir
+from tony_airflow.core.job_usage import job_usage, peaks_of, usage_line
+from tony_airflow.core.output_follow import FollowState, LiveOutput
 from tony_airflow.core.presentation import failure_line, progress_text, tensorboard_url
 from tony_airflow.core.protocol import Progress
 from tony_airflow.core.spec import JobSpec, build_job_spec, load_job_file
 from tony_airflow.errors import UsageError
+from tony_airflow.providers.yarn.connection import http_auth
 from tony_airflow.providers.yarn.hooks.yarn import YarnHook
 from tony_airflow.providers.yarn.links.yarn import (
     APPLICATION_ID_KEY,
@@ -32,8 +37,10 @@ from tony_airflow.providers.yarn.links.yarn import (
     YarnApplicationLink,
 )
 from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
+from tony_airflow.yarn.hdfs import hdfs_path
 from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport
 
+USAGE_KEY = "usage"
 YARN_TAG_MAX = 100  # YARN refuses longer application tags
 
 
@@ -74,6 +81,10 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     :param wait_for_completion: wait for the application to end (else return once submitted)
     :param deferrable: wait in the triggerer instead of holding a worker slot
     :param poll_interval: seconds between ResourceManager polls while waiting
+    :param stream_logs: write the chief's (or worker 0's) own output into this task's log as it comes
+        (also while deferred), each line prefixed with the task id
+    :param log_tail_lines: at most this many new lines per poll (older ones are skipped, said so), and the
+        failing task's last lines shown when the job fails
     """
 
     template_fields: Sequence[str] = (
@@ -112,6 +123,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         wait_for_completion: bool = True,
         deferrable: bool = airflow_conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 5.0,
+        stream_logs: bool = True,
+        log_tail_lines: int = 100,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -138,6 +151,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.wait_for_completion = wait_for_completion
         self.deferrable = deferrable
         self.poll_interval = poll_interval
+        self.stream_logs = stream_logs
+        self.log_tail_lines = log_tail_lines
         self.application_id: str | None = None
         self._client: TonyClient | None = None
 
@@ -223,10 +238,14 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         if not self.wait_for_completion:
             return app_id
         if self.deferrable:
-            self.defer(trigger=YarnApplicationTrigger.for_settings(self.hook.settings, app_id, self.poll_interval),
-                       method_name="execute_complete")
+            self.defer(trigger=YarnApplicationTrigger.for_settings(
+                self.hook.settings, app_id, self.poll_interval, stream_logs=self.stream_logs,
+                log_tail_lines=self.log_tail_lines), method_name="execute_complete")
         handle = self._tony_client().handle(app_id)
-        report = handle.wait(poll=self.poll_interval, on_change=self._log_change)
+        live = self._live_output() if self.stream_logs else None
+        report = handle.wait(poll=self.poll_interval, on_change=self._log_change, on_poll=live)
+        if live is not None:
+            self._finish_output(live, report.id, report.final_status, report.diagnostics)
         self._conclude(context, report.id, report.final_status, report.diagnostics)
         return app_id
 
@@ -242,6 +261,9 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.application_id = event.get("application_id")
         if event.get("status") == "error":
             raise AirflowException(event.get("message") or "the trigger failed")
+        if self.stream_logs:
+            live = self._live_output(FollowState.from_dict(event.get("follow")))
+            self._finish_output(live, event["application_id"], event["final_status"], event.get("diagnostics", ""))
         self._conclude(context, event["application_id"], event["final_status"], event.get("diagnostics", ""))
         return event["application_id"]
 
@@ -297,10 +319,52 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         if board:
             self.log.info("TensorBoard: %s", board)
 
+    def _live_output(self, state: FollowState | None = None) -> LiveOutput:
+        s = self.hook.settings
+        return LiveOutput(lambda line: self.log.info("%s", line), auth=http_auth(s), conf_dir=s.hadoop_conf_dir,
+                          max_lines=self.log_tail_lines, state=state)
+
+    def _finish_output(self, live: LiveOutput, app_id: str, final_status: str, diagnostics: str) -> None:
+        """The lines not streamed yet (from the aggregated logs); on failure the failing task's last lines."""
+        try:
+            live.finish(app_id, final_status, diagnostics, self.log_tail_lines)
+        except Exception as exc:  # the output is a help; how the job ended is what counts
+            self.log.warning("could not read the rest of the output of %s: %s", app_id, exc)
+
     def _log_change(self, report: ApplicationReport, progress: Progress | None) -> None:
         self.log.info("%s", progress_text(report.id, report, progress))
 
+    def _history_dir(self) -> str:
+        conf = self.conf if isinstance(self.conf, Mapping) else {}
+        if isinstance(self.conf, str) and self.conf.strip():
+            try:
+                conf = load_job_file(self.conf)
+            except UsageError:
+                conf = {}
+        return history_dir(conf.get("history_dir"))
+
+    def _push_usage(self, context: Any, app_id: str) -> None:
+        """XCom `usage` and one line: YARN's resource-seconds and each task's peak memory (the history)."""
+        try:
+            report = self.hook.application_report(app_id)
+        except Exception as exc:
+            self.log.warning("no usage for %s: %s", app_id, exc)
+            return
+        peaks: dict[str, int] = {}
+        try:
+            where = self._history_dir()
+            store = (HistoryStore.open(where) if where.startswith("file://")
+                     else HistoryStore(self.hook.hdfs(), hdfs_path(where)))
+            history = reader.load_by_id(store, app_id, with_spec=False)
+            peaks = peaks_of(history) if history is not None else {}
+        except Exception as exc:  # the usage without peaks is still worth having
+            self.log.info("no per-task peaks for %s (history: %s)", app_id, exc)
+        usage = job_usage(report, peaks)
+        context["ti"].xcom_push(key=USAGE_KEY, value=usage)
+        self.log.info("%s %s", app_id, usage_line(usage))
+
     def _conclude(self, context: Any, app_id: str, final_status: str, diagnostics: str) -> None:
+        self._push_usage(context, app_id)
         context["ti"].xcom_push(key=FINAL_STATUS_KEY, value=final_status)
         if final_status != "SUCCEEDED":
             raise AirflowException(failure_line(app_id, final_status, diagnostics))

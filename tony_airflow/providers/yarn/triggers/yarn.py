@@ -1,7 +1,10 @@
 """`YarnApplicationTrigger`: waits in Airflow's triggerer for a YARN application to end.
 
 It polls the ResourceManager REST API asynchronously, so one triggerer can
-watch many training jobs without holding a worker slot each. It carries the
+watch many training jobs without holding a worker slot each; the triggers of
+one triggerer that watch the same ResourceManager share one poll per interval
+(triggers/poller.py). With `stream_logs` it writes the chief's new output
+lines into the task's log while the task is deferred. It carries the
 resolved ResourceManager addresses (not a connection id), so it needs no
 connection lookup in the triggerer. Every outcome, including "the RM did not
 answer", is an event; the operator or sensor decides what it means.
@@ -9,13 +12,16 @@ answer", is an event; the operator or sensor decides what it means.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from tony_airflow.core.output_follow import FOLLOW_TIMEOUT_S, FollowState, OutputFollower
 from tony_airflow.providers.yarn.connection import YarnSettings, http_auth
+from tony_airflow.providers.yarn.triggers.poller import watching
 from tony_airflow.yarn.rest import ApplicationReport, AsyncResourceManagerClient
 
 MAX_CONSECUTIVE_ERRORS = 3  # transient RM errors tolerated before the trigger gives up with an error event
@@ -35,7 +41,8 @@ class YarnApplicationTrigger(BaseTrigger):
 
     def __init__(self, application_id: str, rm_addresses: list[str], user: str | None = None,
                  auth: str = "simple", poll_interval: float = 5.0, kill_on_task_kill: bool = True,
-                 principal: str | None = None, keytab: str | None = None) -> None:
+                 principal: str | None = None, keytab: str | None = None, stream_logs: bool = False,
+                 log_tail_lines: int = 100, follow: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.application_id = application_id
         self.rm_addresses = list(rm_addresses)
@@ -46,26 +53,37 @@ class YarnApplicationTrigger(BaseTrigger):
         self.keytab = keytab
         self.poll_interval = float(poll_interval)
         self.kill_on_task_kill = kill_on_task_kill
+        # the chief's output into the task log while deferred; `follow` is where a previous reader stopped
+        self.stream_logs = stream_logs
+        self.log_tail_lines = int(log_tail_lines)
+        self.follow = dict(follow or {})
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
             "application_id": self.application_id, "rm_addresses": self.rm_addresses, "user": self.user,
             "auth": self.auth, "poll_interval": self.poll_interval, "kill_on_task_kill": self.kill_on_task_kill,
-            "principal": self.principal, "keytab": self.keytab,
+            "principal": self.principal, "keytab": self.keytab, "stream_logs": self.stream_logs,
+            "log_tail_lines": self.log_tail_lines, "follow": self.follow,
         })
 
     @classmethod
     def for_settings(cls, settings: YarnSettings, application_id: str, poll_interval: float,
-                     kill_on_task_kill: bool = True) -> YarnApplicationTrigger:
+                     kill_on_task_kill: bool = True, stream_logs: bool = False,
+                     log_tail_lines: int = 100) -> YarnApplicationTrigger:
         """The trigger for one application of a resolved `yarn` connection."""
         return cls(application_id, settings.rm_addresses, user=settings.user, auth=settings.auth,
                    poll_interval=poll_interval, kill_on_task_kill=kill_on_task_kill,
-                   principal=settings.principal, keytab=settings.keytab)
+                   principal=settings.principal, keytab=settings.keytab, stream_logs=stream_logs,
+                   log_tail_lines=log_tail_lines)
 
     def _client(self) -> AsyncResourceManagerClient:
         auth = http_auth(YarnSettings(rm_addresses=self.rm_addresses, auth=self.auth, principal=self.principal,
                                       keytab=self.keytab))
         return AsyncResourceManagerClient(self.rm_addresses, user=self.user, auth=auth)
+
+    def poller_key(self) -> tuple:
+        """Triggers with the same key share one ResourceManager poll (triggers/poller.py)."""
+        return (tuple(self.rm_addresses), self.user, self.auth, self.principal, self.keytab)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         seen: tuple[str, str] | None = None
@@ -75,27 +93,35 @@ class YarnApplicationTrigger(BaseTrigger):
         except Exception as exc:  # e.g. Kerberos asked but its package is missing
             yield TriggerEvent({"status": "error", "application_id": self.application_id, "message": str(exc)})
             return
-        while True:
-            try:
-                report = await client.application(self.application_id)
-            except Exception as exc:
-                errors += 1
-                self.log.warning("%s: ResourceManager error %d/%d: %s", self.application_id, errors,
-                                 MAX_CONSECUTIVE_ERRORS, exc)
-                if errors >= MAX_CONSECUTIVE_ERRORS:
-                    yield TriggerEvent({"status": "error", "application_id": self.application_id,
-                                        "message": f"cannot watch {self.application_id}: {exc}"})
+        follower = OutputFollower(FollowState.from_dict(self.follow), self.log_tail_lines) if self.stream_logs else None
+        output_http = (httpx.AsyncClient(auth=client.auth, timeout=FOLLOW_TIMEOUT_S, follow_redirects=True)
+                       if follower is not None else contextlib.nullcontext())
+        async with watching(self.poller_key(), self._client, self.application_id, self.poll_interval) as sub, \
+                output_http as http:
+            while True:
+                outcome = await sub.queue.get()
+                if isinstance(outcome, BaseException):
+                    errors += 1
+                    self.log.warning("%s: ResourceManager error %d/%d: %s", self.application_id, errors,
+                                     MAX_CONSECUTIVE_ERRORS, outcome)
+                    if errors >= MAX_CONSECUTIVE_ERRORS:
+                        yield TriggerEvent({"status": "error", "application_id": self.application_id,
+                                            "message": f"cannot watch {self.application_id}: {outcome}"})
+                        return
+                    continue
+                report, errors = outcome, 0
+                if (report.state, report.final_status) != seen:
+                    seen = (report.state, report.final_status)
+                    self.log.info("%s %s %s", self.application_id, report.state, report.final_status)
+                if follower is not None and http is not None and not report.is_terminal:
+                    for line in await follower.poll_async(report.tracking_url, http):
+                        self.log.info("%s", line)
+                if report.is_terminal:
+                    payload = event_payload(report)
+                    if follower is not None:  # the operator reads the rest from the aggregated logs
+                        payload["follow"] = follower.snapshot().to_dict()
+                    yield TriggerEvent(payload)
                     return
-                await asyncio.sleep(self.poll_interval)
-                continue
-            errors = 0
-            if (report.state, report.final_status) != seen:
-                seen = (report.state, report.final_status)
-                self.log.info("%s %s %s", self.application_id, report.state, report.final_status)
-            if report.is_terminal:
-                yield TriggerEvent(event_payload(report))
-                return
-            await asyncio.sleep(self.poll_interval)
 
     async def on_kill(self) -> None:
         """The user killed the deferred task (mark failed, clear): stop the application with it."""

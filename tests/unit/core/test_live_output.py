@@ -1,0 +1,159 @@
+"""A task's live output: the executor's tee, the AM's store, the reader's cursor, the aggregated file."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import httpx
+
+from tony_airflow.core import protocol
+from tony_airflow.core.am.outputs import Outputs, default_task
+from tony_airflow.core.executor.child import UserProcess
+from tony_airflow.core.executor.output_tee import OutputTee
+from tony_airflow.core.output import OutputCursor, OutputLog, aggregated_text, failed_task, output_file_name
+from tony_airflow.core.output_follow import FollowState, LiveOutput, OutputFollower
+
+TRACKING = "http://rm:8088/proxy/application_1_0001/"
+
+
+def test_output_log_keeps_the_last_characters_with_absolute_offsets():
+    log = OutputLog(keep=10)
+    log.append("0123456789abcdef")
+    assert (log.start, log.end) == (6, 16)
+    assert log.read(0) == (6, "6789abcdef")   # fell behind: the oldest held, and where it starts
+    assert log.read(12, limit=2) == (12, "cd")
+    log.write_at(14, "efgh")                   # a re-sent piece: only what is new is taken
+    assert log.read(14) == (14, "efgh")
+    log.write_at(30, "xyz")                    # the sender dropped 12 characters: a gap
+    assert log.read(0) == (30, "xyz") and log.end == 33
+
+
+def test_cursor_yields_whole_lines_and_says_what_it_skipped():
+    cur = OutputCursor(task="worker:0")
+    assert cur.take({"attempt": 1, "offset": 0, "end": 9, "text": "epoch 1\nep"}) == ["epoch 1"]
+    assert cur.take({"attempt": 1, "offset": 10, "end": 20, "text": "och 2\r\nloss"}) == ["epoch 2"]
+    skipped = cur.take({"attempt": 1, "offset": 40, "end": 45, "text": "x\n"})
+    assert skipped == ["loss", "[19 characters of output skipped]", "x"]
+    # a new attempt starts from 0 and is announced
+    assert cur.take({"attempt": 2, "offset": 0, "end": 3, "text": "a\nb"}) == ["--- attempt 2 ---", "a"]
+    assert cur.rest("a\nbc\nd") == ["bc", "d"]
+
+
+def test_the_am_keeps_the_current_attempt_of_each_task_and_answers_by_offset():
+    outs = Outputs(["ps:0", "worker:0", "worker:1"])
+    assert outs.default == "worker:0" and default_task(["ps", "chief", "worker"]) == "chief:0"
+    assert outs.receive(protocol.Output("worker", 0, 1, 0, "hello\n", "c_1"), current_attempt=1) is None
+    assert outs.receive(protocol.Output("worker", 0, 1, 6, "world\n"), current_attempt=1) is None
+    assert "over" in outs.receive(protocol.Output("worker", 0, 0, 0, "old"), current_attempt=1)
+    assert "no task" in outs.receive(protocol.Output("evaluator", 0, 1, 0, "x"), current_attempt=1)
+    answer = outs.answer(None, 1, 6, finished=False)
+    assert answer == {"task": "worker:0", "attempt": 1, "container_id": "c_1", "offset": 6, "end": 12,
+                      "text": "world\n", "finished": False}
+    outs.receive(protocol.Output("worker", 0, 2, 0, "again\n"), current_attempt=2)
+    assert outs.answer("worker:0", 1, 12, finished=True)["text"] == "again\n"  # older attempt asked: from 0
+    assert outs.answer("worker:1", 1, 0, finished=False)["attempt"] == 0       # nothing shipped yet
+
+
+def test_the_tee_keeps_both_streams_in_a_file_and_ships_them_in_order(tmp_path):
+    shipped: list[tuple[int, str]] = []
+    tee = OutputTee("worker", 0, 1, lambda o, t: shipped.append((o, t)), tmp_path, every=0.05).start()
+    code = ("import sys,time\nprint('out 1', flush=True)\ntime.sleep(0.2)\n"
+            "print('err é', file=sys.stderr, flush=True)\ntime.sleep(0.2)\nprint('out 2', end='')")
+    proc = UserProcess(f"{sys.executable} -c \"{code}\"", {"PATH": "/usr/bin:/bin"}, on_output=tee.write,
+                       stdout_sink=open("/dev/null", "wb"), stderr_sink=open("/dev/null", "wb"))
+    assert proc.wait() == 0
+    tee.close()
+    whole = "out 1\nerr é\nout 2"
+    assert (tmp_path / output_file_name("worker", 0, 1)).read_text() == whole
+    assert "".join(t for _, t in shipped) == whole and shipped[0][0] == 0
+    assert all(o == sum(len(t) for _, t in shipped[:i]) for i, (o, _) in enumerate(shipped))
+    assert len(shipped) <= 6  # about one piece per ship round, not one per write
+
+
+def test_the_tee_retries_what_the_am_refused_and_never_blocks_the_command(tmp_path):
+    calls: list[int] = []
+
+    def flaky(offset: int, text: str) -> None:
+        calls.append(offset)
+        if len(calls) == 1:
+            raise OSError("AM busy")
+
+    tee = OutputTee("worker", 0, 1, flaky, None, every=0.02).start()
+    tee.write("stdout", b"line\n")
+    deadline = time.monotonic() + 5
+    while tee.shipped < 5 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tee.close()
+    assert tee.shipped == 5 and calls[:2] == [0, 0]
+
+
+LOGS_OUTPUT = """Container: container_1_0001_01_000003 on host_1
+LogAggregationType: AGGREGATED
+====================================================================
+LogType:tony-output-worker-1-a1.txt
+LogLastModifiedTime:Mon Nov 23 22:35:48 +0000 2026
+LogLength:21
+LogContents:
+epoch 1
+boom é
+last
+End of LogType:tony-output-worker-1-a1.txt
+********************************************************************
+"""
+
+
+def test_aggregated_text_and_the_failed_task_are_read_from_hadoops_words():
+    assert aggregated_text(LOGS_OUTPUT, "tony-output-worker-1-a1.txt") == "epoch 1\nboom é\nlast\n"
+    assert aggregated_text(LOGS_OUTPUT, "tony-output-worker-0-a1.txt") is None
+    diag = ("tony-airflow: FAILED: attempt 1/2: worker:0 exited with code 1 on h (container c); "
+            "attempt 2/2: worker:1 exited with code 3 on h (container c2); stderr: boom")
+    assert failed_task(diag) == ("worker:1", 2)
+    assert failed_task("Application killed by user.") is None
+
+
+def _response(answer: dict) -> httpx.Response:
+    return httpx.Response(200, json=answer, request=httpx.Request("GET", TRACKING))
+
+
+def test_follower_reads_through_the_tracking_url_then_the_rest_from_the_aggregated_file():
+    asked: list[str] = []
+    pieces = iter([{"task": "worker:1", "attempt": 1, "container_id": "container_1_0001_01_000003",
+                    "offset": 0, "end": 8, "text": "epoch 1\n", "finished": False}])
+
+    def get(url: str) -> httpx.Response:
+        asked.append(url)
+        answer = next(pieces, None)
+        return _response(answer) if answer else httpx.Response(404, request=httpx.Request("GET", url))
+
+    follower = OutputFollower(FollowState(task="worker:1"), max_lines=10)
+    assert follower.poll("http://rm:8088/cluster/app/application_1_0001", get) == []  # no AM yet: nothing asked
+    assert follower.poll(TRACKING, get) == ["[worker:1] epoch 1"]
+    assert asked[0].startswith(TRACKING + "pages/tony/output.json?") and "task=worker%3A1" in asked[0]
+    state = FollowState.from_dict(json.loads(json.dumps(follower.snapshot().to_dict())))  # through a trigger event
+    later = OutputFollower(state)
+    read = []
+
+    def read_logs(app_id, container_id, pattern):
+        read.append((app_id, container_id, pattern))
+        return 0, LOGS_OUTPUT
+    assert later.finish("application_1_0001", read_logs) == ["[worker:1] boom é", "[worker:1] last"]
+    assert read == [("application_1_0001", "container_1_0001_01_000003", r"tony-output-worker-1-a1\.txt")]
+
+
+def test_follower_caps_the_lines_of_one_poll():
+    follower = OutputFollower(max_lines=2)
+    text = "".join(f"l{i}\n" for i in range(5))
+    lines = follower.poll(TRACKING, lambda url: _response({"task": "worker:0", "attempt": 1, "offset": 0,
+                                                           "end": len(text), "text": text}))
+    assert lines == ["[worker:0] [3 lines not shown]", "[worker:0] l3", "[worker:0] l4"]
+
+
+def test_live_output_shows_the_failing_tasks_last_lines_when_another_task_failed():
+    emitted: list[str] = []
+    live = LiveOutput(emitted.append, read_logs=lambda *a: (0, LOGS_OUTPUT),
+                      state=FollowState(task="worker:0", attempt=1, finished=True))
+    diag = "tony-airflow: FAILED: attempt 1/1: worker:1 exited with code 3 on h (container c)"
+    live.finish("application_1_0001", "FAILED", diag, tail_lines=2)
+    assert emitted == ["last lines of worker:1, which failed:", "[worker:1] boom é", "[worker:1] last"]

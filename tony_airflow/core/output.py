@@ -1,0 +1,155 @@
+"""A task's own output (its command's stdout and stderr, interleaved as written), in pieces with offsets.
+
+The executor tees the command's output into an `OutputLog` and a file in the
+container's log directory (aggregated by YARN with the other logs); it ships
+what is new to the AM, which keeps the last part of each task's output and
+serves it by offset. A reader (`OutputCursor`) turns those pieces into whole
+lines, and after the application ends reads the rest from the aggregated file,
+so no line is lost when the AM goes away. Offsets count characters of one
+attempt's output. Light on purpose: the executor imports it at start-up.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+
+AM_KEEP_CHARS = 128 * 1024        # what the AM holds per task (readers that fall behind skip, told so)
+EXECUTOR_KEEP_CHARS = 256 * 1024  # what an executor holds that the AM has not taken yet
+SHIP_CHARS = 64 * 1024            # at most this much per request to the AM
+OUTPUT_PATH = "/output.json"      # read-only, beside /status.json; through the tracking URL: pages/tony/output.json
+FAILED_TASK = re.compile(r"(?P<task>[\w.-]+:\d+) exited with code -?\d+")
+DIAG_ATTEMPT = re.compile(r"attempt (?P<n>\d+)/\d+:")
+
+
+def output_file_name(task_type: str, index: int, attempt: int) -> str:
+    """The file in the container's log directory: one per task and attempt, so `yarn logs` finds it by name."""
+    return f"tony-output-{task_type}-{index}-a{attempt}.txt"
+
+
+class OutputLog:
+    """Text with absolute offsets, of which only the last `keep` characters are held (thread-safe)."""
+
+    def __init__(self, keep: int = AM_KEEP_CHARS):
+        self.keep = keep
+        self.start = 0        # offset of the first character still held
+        self._text = ""
+        self._lock = threading.Lock()
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self._text)
+
+    def append(self, text: str) -> None:
+        with self._lock:
+            self._text += text
+            if len(self._text) > self.keep:
+                cut = len(self._text) - self.keep
+                self._text = self._text[cut:]
+                self.start += cut
+
+    def write_at(self, offset: int, text: str) -> None:
+        """A piece shipped from `offset`: what is already held is skipped, a gap (the sender dropped
+        output it could not ship) is skipped over."""
+        with self._lock:
+            end = self.start + len(self._text)
+            if offset > end:          # the sender dropped characters: readers are told they were skipped
+                self._text, self.start = "", offset
+                end = offset
+            new = text[end - offset:] if offset < end else text
+        if new:
+            self.append(new)
+
+    def read(self, offset: int, limit: int = SHIP_CHARS) -> tuple[int, str]:
+        """(offset of the returned text, text) from `offset` on, or from the oldest held character."""
+        with self._lock:
+            begin = max(offset, self.start)
+            rel = begin - self.start
+            return begin, self._text[rel:rel + limit]
+
+
+@dataclass
+class OutputCursor:
+    """Where a reader is in one task's output, and the partial line it holds back."""
+
+    task: str                      # e.g. "worker:0"
+    attempt: int = 0
+    offset: int = 0
+    container_id: str = ""         # YARN's id of the container that wrote it (to read the aggregated file)
+    partial: str = ""
+    finished: bool = False         # the task ended and the AM holds all of its output
+    lines: int = 0                 # lines handed out so far
+    skipped: int = 0               # characters the reader never saw (it fell too far behind)
+    _pending: list[str] = field(default_factory=list)
+
+    def take(self, answer: dict) -> list[str]:
+        """The whole lines in one answer of the AM's /output.json."""
+        out: list[str] = []
+        attempt = int(answer.get("attempt") or 0)
+        if attempt and attempt != self.attempt:
+            if self.attempt:  # a new attempt: its output starts from 0
+                out += self.flush()
+                out.append(f"--- attempt {attempt} ---")
+            self.attempt, self.offset, self.partial, self.finished = attempt, 0, "", False
+        self.container_id = answer.get("container_id") or self.container_id
+        begin = int(answer.get("offset", self.offset))
+        if begin > self.offset:
+            out += self.flush()
+            out.append(f"[{begin - self.offset} characters of output skipped]")
+            self.skipped += begin - self.offset
+            self.offset = begin
+        text = answer.get("text") or ""
+        out += self._feed(text)
+        self.offset = begin + len(text)
+        self.finished = bool(answer.get("finished")) and self.offset >= int(answer.get("end", self.offset))
+        return out
+
+    def rest(self, whole_text: str) -> list[str]:
+        """The lines after this cursor in the attempt's whole output (the aggregated file), and the last partial."""
+        out = self._feed(whole_text[self.offset:]) if len(whole_text) > self.offset else []
+        self.offset = max(self.offset, len(whole_text))
+        return out + self.flush()
+
+    def flush(self) -> list[str]:
+        """The partial line held back, as a line (the output ended without a newline)."""
+        if not self.partial:
+            return []
+        line, self.partial = self.partial, ""
+        self.lines += 1
+        return [line]
+
+    def _feed(self, text: str) -> list[str]:
+        self.partial += text
+        if "\n" not in self.partial and "\r" not in self.partial:
+            return []
+        *whole, self.partial = re.split(r"\r?\n|\r", self.partial)
+        self.lines += len(whole)
+        return whole
+
+
+def failed_task(diagnostics: str) -> tuple[str, int] | None:
+    """Which task made the job fail (its id, the attempt), from the AM's diagnostics."""
+    chunks = [c for c in re.split(r"(?=attempt \d+/\d+:)", diagnostics or "") if FAILED_TASK.search(c)]
+    if not chunks:
+        return None
+    last = chunks[-1]
+    attempt = DIAG_ATTEMPT.search(last)
+    return FAILED_TASK.search(last).group("task"), int(attempt.group("n")) if attempt else 1  # type: ignore[union-attr]
+
+
+def aggregated_text(logs_output: str, file_name: str) -> str | None:
+    """One file's content in the output of `yarn logs` (LogsCLI), or None if it is not there."""
+    starts = list(re.finditer(rf"(?m)^LogType:{re.escape(file_name)}\n", logs_output))  # not "End of LogType:"
+    if not starts:
+        return None
+    head = logs_output[starts[-1].end():]
+    length = re.search(r"LogLength:(\d+)\n", head)
+    contents = head.find("LogContents:\n")
+    if contents < 0:
+        return None
+    body = head[contents + len("LogContents:\n"):]
+    if length:  # LogLength counts bytes
+        return body.encode()[:int(length.group(1))].decode(errors="replace")
+    end = body.find(f"End of LogType:{file_name}")
+    return body[:end] if end >= 0 else body
