@@ -13,12 +13,15 @@ from __future__ import annotations
 import re
 
 import pendulum
-from airflow.sdk import dag, task
+from airflow.sdk import Asset, dag, task
 
 from tony_airflow.providers.yarn.operators.tensorflow import TensorFlowOnYarnOperator
 
 ROOT = "/tmp/tony-pipeline"  # HDFS directory of the runs
 EPOCHS = 5
+# The pipeline's trained model, as an Airflow asset: DAGs scheduled on it (tony_model_evaluation.py) run
+# after each training; the event says where this run's model is and how it did.
+MODEL = Asset(name="tony_pipeline_model", uri="hdfs:///tmp/tony-pipeline/model")
 
 
 @dag(dag_id="tony_pipeline", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False,
@@ -44,31 +47,17 @@ def tony_pipeline():
         tensorboard=True,
         application_name="tony-pipeline",
         poll_interval=2.0,
+        outlets=[MODEL],  # each success is an asset event: application id, final status, metrics.json
     )
 
     @task
     def evaluate(paths: dict[str, str]) -> dict[str, float]:
         """Load the trained model from the output path and score it on the held-out split."""
-        import os
-        import tempfile
-
-        os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-        import numpy as np
-        import tf_keras as keras
-
+        from tony_airflow.examples.pipeline_steps import evaluate as evaluate_model
         from tony_airflow.providers.yarn.hooks.yarn import YarnHook
-        from tony_airflow.yarn.hdfs import hdfs_path
 
-        fs = YarnHook().hdfs()  # the `yarn_default` connection's HDFS, as its principal on Kerberos
-        with tempfile.TemporaryDirectory() as local:
-            fs.get(f"{hdfs_path(paths['output'])}/model.keras", f"{local}/model.keras")
-            fs.get(f"{hdfs_path(paths['input'])}/digits_test.npz", f"{local}/test.npz")
-            model = keras.models.load_model(f"{local}/model.keras")
-            data = np.load(f"{local}/test.npz")
-            predicted = np.argmax(model.predict(data["x"], verbose=0), axis=1)
-        accuracy = float((predicted == data["y"]).mean())
-        print(f"evaluated {paths['output']}/model.keras on {len(data['y'])} held-out digits: accuracy {accuracy:.4f}")
-        return {"accuracy": accuracy, "examples": int(len(data["y"]))}
+        # the `yarn_default` connection's HDFS, as its principal on Kerberos
+        return evaluate_model(paths["input"], paths["output"], YarnHook().hdfs())
 
     @task
     def report(scores: dict[str, float], ti=None) -> dict[str, str]:

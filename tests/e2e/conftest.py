@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -103,6 +104,32 @@ def multihost_cluster(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def multihost_rm(multihost_cluster: LocalCluster) -> ResourceManagerClient:
     return ResourceManagerClient(multihost_cluster.rm_url)
+
+
+@pytest.fixture(scope="session")
+def airflow_deployment(local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory):
+    """Airflow as users run it, once per session: scheduler, dag-processor, triggerer and api-server as
+    separate processes with one home, the example DAGs, and `yarn_default` naming the test cluster.
+    Their environment has neither HADOOP_CONF_DIR nor the cluster's launchers on PATH: the connection
+    is all they know of the cluster."""
+    from tests.e2e.airflow_deployment import AirflowDeployment
+    from tony_airflow.cli.dag_test import local_yarn_connection
+
+    examples = Path(__file__).resolve().parents[2] / "dags_examples"
+    deployment = AirflowDeployment(tmp_path_factory.mktemp("airflow-deployment"),
+                                   [examples / "tony_pipeline.py", examples / "tony_model_evaluation.py"],
+                                   local_yarn_connection(local_cluster))
+    cluster_bin = str(local_cluster.state_dir / "bin")
+    deployment.env.pop("HADOOP_CONF_DIR", None)
+    deployment.env["PATH"] = os.pathsep.join(p for p in deployment.env["PATH"].split(os.pathsep) if p != cluster_bin)
+    started = time.monotonic()
+    try:
+        deployment.start()
+        record("airflow deployment up (db migrate + 4 components + DAGs parsed)", time.monotonic() - started)
+        yield deployment
+    finally:
+        left = deployment.stop()
+        assert not left, f"Airflow components still running after stop: process groups {left}"
 
 
 def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, list]:

@@ -1,4 +1,4 @@
-"""The non-training steps of the example pipelines (Airflow, Azkaban, Oozie): prepare and report.
+"""The non-training steps of the example pipelines (Airflow, Azkaban, Oozie): prepare, evaluate, report.
 
     python3 -m tony_airflow.examples.pipeline_steps prepare hdfs:///tmp/run1
     python3 -m tony_airflow.examples.pipeline_steps report KEY=VALUE ...
@@ -28,6 +28,26 @@ def prepare(run_dir: str, fs: WebHDFS | None = None) -> dict[str, str]:
         for path in write_npz(local):
             fs.put(path, f"{root}/data/{path.rsplit('/', 1)[1]}")
     return {"input": f"hdfs://{root}/data", "output": f"hdfs://{root}/model"}
+
+
+def evaluate(input_dir: str, output_dir: str, fs: WebHDFS | None = None) -> dict[str, float]:
+    """Load the trained model from `output_dir` and score it on the held-out split in `input_dir`."""
+    import os
+
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import numpy as np
+    import tf_keras as keras
+
+    fs = fs or webhdfs()
+    with tempfile.TemporaryDirectory() as local:
+        fs.get(f"{hdfs_path(output_dir)}/model.keras", f"{local}/model.keras")
+        fs.get(f"{hdfs_path(input_dir)}/digits_test.npz", f"{local}/test.npz")
+        model = keras.models.load_model(f"{local}/model.keras")
+        data = np.load(f"{local}/test.npz")
+        predicted = np.argmax(model.predict(data["x"], verbose=0), axis=1)
+    accuracy = float((predicted == data["y"]).mean())
+    print(f"evaluated {output_dir}/model.keras on {len(data['y'])} held-out digits: accuracy {accuracy:.4f}")
+    return {"accuracy": accuracy, "examples": int(len(data["y"]))}
 
 
 def report(pairs: list[str]) -> None:

@@ -94,6 +94,10 @@ def require_conf_dir() -> Path:
 def discover(conf_dir: str | Path | None = None) -> ClusterConfig:
     """The cluster to use; UsageError (one line) when there is none."""
     if conf_dir:
+        state = Path(conf_dir).parent
+        if (state / "bin" / "yarn").exists() and Path(conf_dir).name == "conf":
+            # a local cluster's (tony cluster up): its launchers and Java come with it, whatever PATH is
+            return ClusterConfig(Path(conf_dir), local_environment(state))
         return ClusterConfig(Path(conf_dir), {"HADOOP_CONF_DIR": str(conf_dir)})
     env = os.environ.get("HADOOP_CONF_DIR")
     if env:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
-from tony_airflow.yarn.discovery import discover, local_environment
+from tony_airflow.yarn.discovery import discover
 
 # skein writes a container's stdout and stderr to `<service>.log`; prelaunch.err
 # holds what went wrong before the command could start.
@@ -28,10 +27,7 @@ def logs_command(app_id: str, container_id: str | None = None, pattern: str | No
 
 
 def hadoop_env(conf_dir: str | None = None) -> dict[str, str]:
-    """This process's environment plus what Hadoop's `yarn` command needs for the cluster
-    (a local cluster's configuration directory brings its launchers and Java too)."""
-    if conf_dir and (Path(conf_dir).parent / "bin" / "yarn").exists():
-        return dict(os.environ, **local_environment(Path(conf_dir).parent))
+    """This process's environment plus what Hadoop's `yarn` command needs for the cluster."""
     return dict(os.environ, **discover(conf_dir).environment)
 
 

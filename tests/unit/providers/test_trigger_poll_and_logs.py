@@ -103,3 +103,36 @@ def test_the_operator_streams_while_it_waits_in_a_worker(fake_rm, monkeypatch, c
     op.execute(task_context())
     logged = _logged(capsys)
     assert logged.count("[worker:0] epoch 1") == 1 and "[worker:0] done." in logged  # streamed once, rest at the end
+
+
+# --------------------------------------------------- reconnect before defer (retries, clear, triggerer moves)
+@pytest.mark.parametrize("prior, submits", [([("RUNNING", "UNDEFINED")], 0), ([("FINISHED", "FAILED")], 1)])
+def test_a_deferrable_retry_decides_reconnect_or_submit_before_it_defers(fake_rm, monkeypatch, prior,  # noqa: F811
+                                                                         submits):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from tests.unit.airflow_context import DictStore
+    from tests.unit.providers.test_yarn_provider import APP
+    from tony_airflow.providers.yarn.operators.tensorflow import TensorFlowOnYarnOperator
+
+    fake_rm.apps[APP] = FakeApp(prior)
+    op, client = _operator(fake_rm, monkeypatch, deferrable=True)
+    store = DictStore(**{TensorFlowOnYarnOperator.external_id_key: APP})
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(task_context(store))
+    assert len(client.submitted) == submits  # never a second job for a running one
+    watched = deferred.value.trigger.application_id
+    assert watched == (APP if submits == 0 else "application_1700000000000_0001")
+    assert store.get(TensorFlowOnYarnOperator.external_id_key) == watched  # stored before deferring
+
+
+def test_a_trigger_removed_from_its_triggerer_leaves_the_application_alone(fake_rm):  # noqa: F811
+    """cleanup() runs when the trigger moves to another triggerer (or the triggerer stops): no kill;
+    on_kill() runs when a user clears or marks the deferred task: kill."""
+    app_id = _ids(1)[0]
+    fake_rm.apps[app_id] = FakeApp([("RUNNING", "UNDEFINED")])
+    trigger = YarnApplicationTrigger(app_id, [fake_rm.url])
+    asyncio.run(trigger.cleanup())
+    assert fake_rm.count("PUT") == 0
+    asyncio.run(trigger.on_kill())
+    assert fake_rm.count("PUT") == 1 and fake_rm.apps[app_id].killed_by is not None

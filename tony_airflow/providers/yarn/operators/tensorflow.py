@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import BaseOperator, ResumableJobMixin
+from airflow.sdk import Asset, BaseOperator, ResumableJobMixin
 from airflow.sdk import conf as airflow_conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -28,6 +28,7 @@ from tony_airflow.core.spec import JobSpec, build_job_spec, load_job_file
 from tony_airflow.errors import UsageError
 from tony_airflow.providers.yarn.connection import http_auth
 from tony_airflow.providers.yarn.hooks.yarn import YarnHook
+from tony_airflow.providers.yarn.lineage import dataset_name, operator_lineage, parent_run_env, read_metrics
 from tony_airflow.providers.yarn.links.yarn import (
     APPLICATION_ID_KEY,
     FINAL_STATUS_KEY,
@@ -37,6 +38,8 @@ from tony_airflow.providers.yarn.links.yarn import (
     YarnApplicationLink,
 )
 from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
+from tony_airflow.yarn.discovery import require_conf_dir
+from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import hdfs_path
 from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport
 
@@ -187,6 +190,9 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             opts[key] = value
         if self.env:
             opts["env"] = {**(opts.get("env") or {}), **dict(self.env)}
+        lineage = parent_run_env(context.get("ti"))  # with the OpenLineage provider: the parent run, for the job
+        if lineage:
+            opts["env"] = {**lineage, **(opts.get("env") or {})}
         given = opts.get("tags") or []
         given = given.split(",") if isinstance(given, str) else list(given)
         opts["tags"] = given + airflow_tags(context)
@@ -369,4 +375,36 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         if final_status != "SUCCEEDED":
             raise AirflowException(failure_line(app_id, final_status, diagnostics))
         self.log.info("%s SUCCEEDED", app_id)
+        self._asset_events(context, app_id, final_status)
+
+    def _asset_events(self, context: Any, app_id: str, final_status: str) -> None:
+        """Outlet assets (the trained model) get an event saying which run made it and how it did."""
+        assets = [o for o in (self.outlets or []) if isinstance(o, Asset)]
+        events = context.get("outlet_events")
+        if not assets or events is None:
+            return
+        extra: dict[str, Any] = {"application_id": app_id, "final_status": final_status,
+                                 "output_path": self.output_path or "", "input_path": self.input_path or ""}
+        if self.output_path:
+            try:
+                extra["metrics"] = read_metrics(self.hook.hdfs(), hdfs_path(self.output_path))
+            except Exception as exc:
+                self.log.info("no training metrics for the asset event: %s", exc)
+        for asset in assets:
+            events[asset].extra.update(extra)
+
+    # ------------------------------------------------------------ OpenLineage
+    def _default_fs(self) -> str | None:
+        try:
+            conf_dir = self.hook.settings.hadoop_conf_dir or require_conf_dir()
+            return HadoopConf.load(conf_dir).get("fs.defaultFS")
+        except Exception:
+            return None
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The job's input and output as datasets, the YARN application as the run's external query."""
+        default_fs = self._default_fs()
+        inputs = [dataset_name(self.input_path, default_fs)] if self.input_path else []
+        outputs = [dataset_name(self.output_path, default_fs)] if self.output_path else []
+        return operator_lineage(inputs, outputs, self.application_id)
 

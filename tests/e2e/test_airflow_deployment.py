@@ -1,0 +1,71 @@
+"""The provider in a real Airflow deployment (scheduler, dag-processor, triggerer, api-server; LocalExecutor,
+SQLite) on the real local YARN + HDFS, driven through Airflow's REST API as a user's tooling would."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from tests.e2e.helpers import record, wait_terminal
+
+PIPELINE = "tony_pipeline"
+EVALUATION = "tony_model_evaluation"
+
+
+def test_the_example_pipeline_defers_streams_its_training_and_feeds_the_model_asset(airflow_deployment, rm):
+    af = airflow_deployment
+    for dag_id in (PIPELINE, EVALUATION):
+        af.unpause(dag_id)
+    started = time.monotonic()
+    run_id = af.trigger(PIPELINE)
+    states: list[str] = []
+    af.wait_task(PIPELINE, run_id, "train", {"deferred"}, seen=states)
+    # while deferred: the application exists and both links answer through the REST API
+    app_id = af.xcom(PIPELINE, run_id, "train", "application_id")
+    links = af.links(PIPELINE, run_id, "train")
+    assert links["YARN application"].endswith(f"/proxy/{app_id}/")
+    assert links["TensorBoard"] == links["YARN application"] + "pages/tensorboard/"
+    assert af.wait_task(PIPELINE, run_id, "train", {"success", "failed"}, seen=states) == "success", states
+    assert af.wait_run(PIPELINE, run_id) == "success"
+    record("real deployment: pipeline run (trigger to success)", time.monotonic() - started)
+    assert "deferred" in states and rm.application(app_id).final_status == "SUCCEEDED"
+
+    events = af.log_events(PIPELINE, run_id, "train")
+    from_trigger = [e["event"] for e in events if "YarnApplicationTrigger" in str(e.get("logger", ""))]
+    # the training program's own lines, written by the trigger while the task was deferred
+    epochs = [line for line in from_trigger if re.match(r"\[worker:0\] epoch \d+ loss [\d.]+ accuracy", line)]
+    assert len(epochs) == 5, from_trigger
+    # one line per YARN state, no more
+    for state in ("ACCEPTED UNDEFINED", "RUNNING UNDEFINED", "FINISHED SUCCEEDED"):
+        assert from_trigger.count(f"{app_id} {state}") == 1, from_trigger
+    usage = af.xcom(PIPELINE, run_id, "train", "usage")
+    assert usage["application_id"] == app_id and usage["memory_mb_seconds"] > 0
+    assert af.xcom(PIPELINE, run_id, "train", "final_status") == "SUCCEEDED"
+    assert any(str(e.get("event", "")).startswith(f"{app_id} usage: ") for e in events)
+
+    # the model asset's event scheduled the evaluation DAG, which scored the model this run trained
+    deadline = time.monotonic() + 180
+    runs: list[dict] = []
+    while time.monotonic() < deadline and not runs:
+        runs = [r for r in af.get(f"/dags/{EVALUATION}/dagRuns")["dag_runs"] if r["state"] in ("success", "failed")]
+        time.sleep(1)
+    assert runs and runs[0]["state"] == "success", runs
+    scored = af.xcom(EVALUATION, runs[0]["dag_run_id"], "evaluate", "return_value")
+    assert scored["application_id"] == app_id and scored["accuracy"] > 0.8
+    assert scored["training_metrics"]["workers"] == 2
+
+
+def test_marking_the_deferred_training_failed_kills_its_application(airflow_deployment, rm):
+    af = airflow_deployment
+    af.unpause(PIPELINE)
+    run_id = af.trigger(PIPELINE)
+    af.wait_task(PIPELINE, run_id, "train", {"deferred"})
+    app_id = af.xcom(PIPELINE, run_id, "train", "application_id")
+    assert rm.application(app_id).state in ("ACCEPTED", "RUNNING")
+    marked = time.monotonic()
+    af.call("PATCH", af.ti_path(PIPELINE, run_id, "train"), {"new_state": "failed"})
+    report = wait_terminal(rm, app_id, timeout=120)
+    record("real deployment: mark failed to application KILLED", time.monotonic() - marked)
+    assert (report.state, report.final_status) == ("KILLED", "KILLED")
+    assert af.wait_run(PIPELINE, run_id) == "failed"
+    assert af.task_state(PIPELINE, run_id, "evaluate") == "upstream_failed"
