@@ -20,7 +20,7 @@ import httpx
 
 from tony_airflow.core.output import OUTPUT_PATH, OutputCursor, aggregated_text, failed_task, output_file_name
 
-AGGREGATION_WAIT_S = 60.0   # YARN uploads a finished application's logs within seconds; wait at most this
+AGGREGATION_WAIT_S = 20.0   # YARN uploads a finished application's logs within seconds; wait at most this
 FOLLOW_TIMEOUT_S = 5.0
 MAX_ROUNDS = 8              # pieces read per poll before giving the caller its lines
 
