@@ -209,9 +209,21 @@ def run(sizes: list[int], window: float) -> Report:
                f"{APPS} real RUNNING applications watched round-robin",
                "RSS is each waiting process's peak (ru_maxrss), summed; a real worker also runs a supervisor "
                "per task, so poke mode costs at least this much"],
+        aims=["RM requests per minute with the shared poll do not grow with N"],
+        verdicts=[_verdict(rows)],
         data={"rows": [r.__dict__ for r in rows]},
         plot=_plot,
     )
+
+
+def _verdict(rows: list[Row]) -> str:
+    shared = sorted((r.n, r.requests_per_min) for r in rows if r.mode == "deferrable, shared poll")
+    if len(shared) < 2:
+        return "one size only: no trend to judge"
+    (n0, low), (n1, high) = shared[0], shared[-1]
+    flat = high <= low * 1.5 + 1  # a round more or less in the window is noise, a factor of N is not
+    return (f"shared poll: {low:.0f} req/min at N={n0}, {high:.0f} at N={n1}: "
+            + ("aim met" if flat else "aim missed"))
 
 
 def _plot(report: Report, ax_pair) -> None:
