@@ -52,8 +52,13 @@ def test_history_show_names_the_first_failure_of_each_attempt(failed_job, store)
     assert "attempt 2: failed; first failure: worker:0 exit code 4" in out
     assert re.search(r"^\* worker:1\s+FAILED\s+\S+\s+container_\S+\s+3\s", out, re.M), out
     assert re.search(r"^\* worker:0\s+FAILED\s+\S+\s+container_\S+\s+4\s", out, re.M), out
-    peaks = [int(m) for m in re.findall(r"(\d+) MiB", out)]
+    tables = "\n".join(line for line in out.splitlines() if not line.startswith("usage: "))
+    peaks = [int(m) for m in re.findall(r"(\d+) MiB", tables)]
     assert len(peaks) == 4 and min(peaks) >= 64, out  # each worker holds 64 MiB of ballast
+    # what the job cost: YARN's resource-seconds, and the peak of each task over its attempts
+    usage = next(line for line in out.splitlines() if line.startswith("usage: "))
+    assert re.search(r"\(\d+ MB-s\), \d+ vcore-s, 0 GPU-s over [\d.]+ s; peak memory worker:0 \d+ MiB, "
+                     r"worker:1 \d+ MiB$", usage), usage
     for event in ("JOB_SUBMITTED", "AM_STARTED", "ATTEMPT_STARTED", "TASK_ALLOCATED", "TASK_REGISTERED",
                   "TASK_STARTED", "TASK_FINISHED", "ATTEMPT_ENDED", "JOB_FINISHED"):
         assert event in out

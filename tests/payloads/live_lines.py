@@ -13,5 +13,6 @@ if index == 0:
     sys.exit(0)
 time.sleep(7)
 print("worker:1 about to fail", flush=True)
+time.sleep(0.3)  # stdout and stderr are two pipes: lines written within moments of each other may swap
 print("Traceback (most recent call last):\nValueError: loss is NaN at step 7", file=sys.stderr)
 sys.exit(1)

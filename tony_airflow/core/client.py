@@ -128,6 +128,9 @@ def docker_env(job: JobSpec, hadoop_conf_dir: str | None = None) -> dict[str, st
 SkeinSource = Union["skein.Client", Callable[[], "skein.Client"], None]
 
 
+ENDGAME_POLL_S = 0.2  # RM polls once every task has ended (bounded: the application ends within seconds)
+
+
 class JobHandle:
     """A submitted job (or one reconnected to by id): its state, its progress, and the means to stop it."""
 
@@ -266,7 +269,10 @@ class JobHandle:
                 return report
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"{self.app_id} still {report.state} after {timeout}s")
-            time.sleep(poll)
+            # every task has ended: only the AMs' shutdown is left, a second or two; look more often so the
+            # caller learns the end when it happens, not up to a whole interval later
+            done = progress is not None and progress.total > 0 and progress.finished >= progress.total
+            time.sleep(min(poll, ENDGAME_POLL_S) if done else poll)
 
 
 class TonyClient:

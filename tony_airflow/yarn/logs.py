@@ -12,9 +12,10 @@ import subprocess
 
 from tony_airflow.yarn.discovery import discover
 
-# skein writes a container's stdout and stderr to `<service>.log`; prelaunch.err
-# holds what went wrong before the command could start.
-TASK_LOG_PATTERN = r"(.*\.log|prelaunch\.err)"
+# skein writes a container's stdout and stderr (the executor's own log) to `<service>.log`;
+# the command's output is in `tony-output-<type>-<index>-a<attempt>.txt` (core/output.py);
+# prelaunch.err holds what went wrong before the command could start.
+TASK_LOG_PATTERN = r"(.*\.log|tony-output-.*\.txt|prelaunch\.err)"
 
 
 def logs_command(app_id: str, container_id: str | None = None, pattern: str | None = None) -> list[str]:

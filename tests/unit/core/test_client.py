@@ -53,3 +53,26 @@ def test_a_reconnected_handle_reads_progress_and_refuses_local_tasks_in_one_line
     assert handle.progress() == progress  # the client made once is kept
     with pytest.raises(UsageError, match="client mode"):
         handle.run_local_tasks()
+
+
+def test_wait_looks_more_often_once_every_task_has_ended(monkeypatch):
+    """The client learns the end when it happens: after the last task, only the AMs' shutdown is left."""
+    from tony_airflow.core import client as client_module
+    from tony_airflow.core.client import ENDGAME_POLL_S, JobHandle
+    from tony_airflow.core.protocol import Progress
+    from tony_airflow.yarn.rest import ApplicationReport
+
+    states = [("RUNNING", "UNDEFINED")] * 3 + [("FINISHED", "SUCCEEDED")]
+    progress = [Progress(total=3, finished=1), Progress(total=3, finished=3), Progress(total=3, finished=3)]
+
+    class RM:
+        def application(self, app_id):
+            state, final = states.pop(0)
+            return ApplicationReport(app_id, state, final)
+
+    handle = JobHandle("application_1_0001", RM())  # type: ignore[arg-type]
+    monkeypatch.setattr(handle, "progress", lambda: progress.pop(0))
+    slept: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", slept.append)
+    assert handle.wait(poll=5.0).final_status == "SUCCEEDED"
+    assert slept == [5.0, ENDGAME_POLL_S, ENDGAME_POLL_S]

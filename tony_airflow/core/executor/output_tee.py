@@ -53,6 +53,11 @@ class OutputTee:
                 log.warning("cannot keep the output in %s: %s", log_dir, exc)
         self._thread = threading.Thread(target=self._ship_loop, name="output", daemon=True)
 
+    @property
+    def has_file(self) -> bool:
+        """Whether the output is kept in the container's log directory."""
+        return self._file is not None
+
     def start(self) -> OutputTee:
         self._thread.start()
         return self

@@ -166,7 +166,10 @@ class Executor:
         env.setdefault("PYTHONUNBUFFERED", "1")  # a Python command's lines reach the live output as printed
         tee = OutputTee(self.me.type, self.me.index, self.me.attempt, self._ship_output,
                         None if self.local else container_log_dir()).start()
-        self.child = UserProcess(command, env, cwd=cwd, on_output=tee.write)
+        # In a container the output goes to its own file (the live output's, aggregated by YARN), not
+        # also into the executor's log: `yarn logs` shows it once. Elsewhere (client mode) to this terminal.
+        sink = open(os.devnull, "wb") if tee.has_file else None
+        self.child = UserProcess(command, env, cwd=cwd, on_output=tee.write, stdout_sink=sink, stderr_sink=sink)
         self.usage = UsageSampler(self.child.proc.pid, env.get("CUDA_VISIBLE_DEVICES")).start()
         reservation.release_when_bound(self.child.alive)
         if self.stop_requested.is_set():  # a stop that came while the command started
