@@ -92,45 +92,42 @@ class OutputFollower:
 
     def poll(self, tracking_url: str, get: Callable[[str], httpx.Response]) -> list[str]:
         """New whole lines from the AM (blocking); none while there is nothing to read or the AM is not up."""
-        if not is_proxied(tracking_url):
-            return []
         lines: list[str] = []
-        for _ in range(MAX_ROUNDS):
-            answer = self._fetch(get, tracking_url)
-            if answer is None:
-                break
-            new, more = self._take(answer)
-            lines += new
-            if not more:
+        for _ in range(MAX_ROUNDS if is_proxied(tracking_url) else 0):
+            try:
+                resp: httpx.Response | None = get(self.url(tracking_url))
+            except httpx.HTTPError:
+                resp = None
+            if not self._step(self._answer_of(resp), lines):
                 break
         return self._prefix(lines)
 
     async def poll_async(self, tracking_url: str, http: httpx.AsyncClient) -> list[str]:
         """`poll`, for Airflow's triggerer."""
-        if not is_proxied(tracking_url):
-            return []
         lines: list[str] = []
-        for _ in range(MAX_ROUNDS):
-            self.requests += 1
+        for _ in range(MAX_ROUNDS if is_proxied(tracking_url) else 0):
             try:
-                resp = await http.get(self.url(tracking_url), timeout=FOLLOW_TIMEOUT_S)
-                answer = _answer(resp)
-            except (httpx.HTTPError, ValueError):
-                answer = None
-            if answer is None:
-                break
-            new, more = self._take(answer)
-            lines += new
-            if not more:
+                resp: httpx.Response | None = await http.get(self.url(tracking_url), timeout=FOLLOW_TIMEOUT_S)
+            except httpx.HTTPError:
+                resp = None
+            if not self._step(self._answer_of(resp), lines):
                 break
         return self._prefix(lines)
 
-    def _fetch(self, get: Callable[[str], httpx.Response], tracking_url: str) -> dict[str, Any] | None:
+    def _answer_of(self, resp: httpx.Response | None) -> dict[str, Any] | None:
         self.requests += 1
         try:
-            return _answer(get(self.url(tracking_url)))
-        except (httpx.HTTPError, ValueError):
+            return _answer(resp) if resp is not None else None
+        except ValueError:  # not JSON: a proxy's or the RM's own page
             return None
+
+    def _step(self, answer: dict[str, Any] | None, lines: list[str]) -> bool:
+        """Take one answer's lines; whether there is more to read at once."""
+        if answer is None:
+            return False
+        new, more = self._take(answer)
+        lines += new
+        return more
 
     def finish(self, app_id: str, read_logs: Callable[..., tuple[int, str]],
                wait: float = AGGREGATION_WAIT_S) -> list[str]:
