@@ -23,6 +23,12 @@ FAILED_TASK = re.compile(r"(?P<task>[\w.-]+:\d+) exited with code -?\d+")
 DIAG_ATTEMPT = re.compile(r"attempt (?P<n>\d+)/\d+:")
 
 
+def task_key(task: str) -> tuple[str, int]:
+    """"worker:1" -> ("worker", 1)."""
+    type_, _, index = task.rpartition(":")
+    return type_, int(index)
+
+
 def output_file_name(task_type: str, index: int, attempt: int) -> str:
     """The file in the container's log directory: one per task and attempt, so `yarn logs` finds it by name."""
     return f"tony-output-{task_type}-{index}-a{attempt}.txt"

@@ -18,7 +18,14 @@ from urllib.parse import urlencode
 
 import httpx
 
-from tony_airflow.core.output import OUTPUT_PATH, OutputCursor, aggregated_text, failed_task, output_file_name
+from tony_airflow.core.output import (
+    OUTPUT_PATH,
+    OutputCursor,
+    aggregated_text,
+    failed_task,
+    output_file_name,
+    task_key,
+)
 
 AGGREGATION_WAIT_S = 20.0   # YARN uploads a finished application's logs within seconds; wait at most this
 FOLLOW_TIMEOUT_S = 5.0
@@ -153,8 +160,7 @@ def _answer(resp: httpx.Response) -> dict[str, Any] | None:
 def read_aggregated(app_id: str, task: str, attempt: int, container_id: str,
                     read_logs: Callable[..., tuple[int, str]], wait: float = AGGREGATION_WAIT_S) -> str | None:
     """One task attempt's whole output, from the file YARN aggregated (None if it did not appear in `wait` s)."""
-    type_, _, index = task.rpartition(":")
-    name = output_file_name(type_, int(index), attempt)
+    name = output_file_name(*task_key(task), attempt)
     deadline = time.monotonic() + wait
     while True:
         _, out = read_logs(app_id, container_id or None, name.replace(".", r"\."))

@@ -22,7 +22,7 @@ from tony_airflow.core.am import tensorboard_proxy
 from tony_airflow.core.am.outputs import Outputs
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.history.events import EventLog
-from tony_airflow.core.output import OUTPUT_PATH, SHIP_CHARS
+from tony_airflow.core.output import OUTPUT_PATH, SHIP_CHARS, task_key
 
 log = logging.getLogger("tony.am.server")
 LONG_POLL_S = 20.0
@@ -124,7 +124,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         if task is not None and task not in outputs.task_ids:
             return web.json_response({"error": f"task: no {task!r} in this job; allowed: "
                                                + ", ".join(outputs.task_ids)}, status=404)
-        state = registry.tasks.get(_task_key(task or outputs.default))
+        state = registry.tasks.get(task_key(task or outputs.default))
         return web.json_response(outputs.answer(task, attempt, offset, bool(state and state.done), limit))
 
     async def status_json(request: web.Request) -> web.Response:
@@ -159,11 +159,6 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     app.router.add_get("/events.jsonl", events)
     app[REFUSED] = refused
     return app
-
-
-def _task_key(task: str) -> tuple[str, int]:
-    type_, _, index = task.rpartition(":")
-    return type_, int(index)
 
 
 async def start(app: web.Application, host: str = "0.0.0.0", port: int = 0) -> tuple[web.AppRunner, int]:

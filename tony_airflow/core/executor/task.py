@@ -163,7 +163,6 @@ class Executor:
             reservation.release()
             return AM_LOST_EXIT if self.am_lost.is_set() else 0
         log.info("starting: %s", command)
-        env.setdefault("PYTHONUNBUFFERED", "1")  # a Python command's lines reach the live output as printed
         tee = OutputTee(self.me.type, self.me.index, self.me.attempt, self._ship_output,
                         None if self.local else container_log_dir()).start()
         # In a container the output goes to its own file (the live output's, aggregated by YARN), not

@@ -302,13 +302,15 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     def _wants_tensorboard(self) -> bool:
         """Whether the job has TensorBoard, by the same rule as submission (arguments over conf,
         conf a mapping or a job file): a retry that reconnects links it too."""
-        if self.tensorboard:
-            return True
+        return bool(self.tensorboard or self._conf_fields().get("tensorboard"))
+
+    def _conf_fields(self) -> Mapping[str, Any]:
+        """`conf` as a mapping (a job file read), or empty when it is none or unreadable (after submission)."""
         try:
             conf = load_job_file(self.conf) if isinstance(self.conf, str) and self.conf.strip() else self.conf
         except UsageError:
-            return False
-        return bool(isinstance(conf, Mapping) and conf.get("tensorboard"))
+            return {}
+        return conf if isinstance(conf, Mapping) else {}
 
     def _publish(self, context: Any, app_id: str, tensorboard: bool) -> None:
         """XComs and links right after submission, so the UI links to the job while it runs."""
@@ -340,15 +342,6 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     def _log_change(self, report: ApplicationReport, progress: Progress | None) -> None:
         self.log.info("%s", progress_text(report.id, report, progress))
 
-    def _history_dir(self) -> str:
-        conf = self.conf if isinstance(self.conf, Mapping) else {}
-        if isinstance(self.conf, str) and self.conf.strip():
-            try:
-                conf = load_job_file(self.conf)
-            except UsageError:
-                conf = {}
-        return history_dir(conf.get("history_dir"))
-
     def _push_usage(self, context: Any, app_id: str) -> None:
         """XCom `usage` and one line: YARN's resource-seconds and each task's peak memory (the history)."""
         try:
@@ -358,7 +351,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             return
         peaks: dict[str, int] = {}
         try:
-            where = self._history_dir()
+            where = history_dir(self._conf_fields().get("history_dir"))
             store = (HistoryStore.open(where) if where.startswith("file://")
                      else HistoryStore(self.hook.hdfs(), hdfs_path(where)))
             history = reader.load_by_id(store, app_id, with_spec=False)
