@@ -243,6 +243,8 @@ def test_operator_failure_carries_the_yarn_diagnostics(fake_rm, monkeypatch):
     ({"env": {"1BAD": "x"}}, "env"),
     ({"conf": {"timeouts": {"forever": 1}}}, "timeouts"),
     ({"conf": {"client": True}}, "client"),
+    ({"log_tail_lines": -1}, "log_tail_lines"),
+    ({"log_tail_lines": "many"}, "log_tail_lines"),
 ])
 def test_operator_bad_input_fails_without_retry_and_submits_nothing(fake_rm, monkeypatch, kwargs, line):
     op, client = _operator(fake_rm, monkeypatch, **kwargs)
