@@ -201,6 +201,9 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         return opts
 
     def build_job(self, context: Mapping[str, Any]) -> JobSpec:
+        lines = self.log_tail_lines
+        if isinstance(lines, bool) or not isinstance(lines, int) or lines < 0:
+            raise AirflowFailException(f"log_tail_lines: {lines!r} is not allowed; allowed: a whole number >= 0")
         try:
             return build_job_spec(self.job_options(context))
         except UsageError as exc:  # bad input: fail now, without retries, with the one line
