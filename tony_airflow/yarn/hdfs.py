@@ -73,3 +73,16 @@ def append_bytes(fs: WebHDFS, path: str, data: bytes) -> None:
     resp = fs.session.post(fs._apply_proxy(redirect.headers["Location"]), data=data,
                            headers={"content-type": "application/octet-stream"})
     resp.raise_for_status()
+
+
+PART_SUFFIX = ".tony-part"  # a file being written under a temporary name; readers skip it
+
+
+def replace_bytes(fs: WebHDFS, path: str, data: bytes) -> None:
+    """Write `path` whole or not at all. WebHDFS CREATE truncates in place, so a writer cut off
+    mid-upload would leave readers an empty or partial file; a temporary name and one RENAME
+    with OVERWRITE (a single NameNode operation) never does."""
+    part = path + PART_SUFFIX
+    fs.pipe_file(part, data)
+    # With options the NameNode does rename2: no body on success, an HTTP error (raised) otherwise
+    fs._call("RENAME", "put", part, destination=path, renameoptions="OVERWRITE")

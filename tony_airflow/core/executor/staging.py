@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 
-from tony_airflow.yarn.hdfs import hdfs_path, webhdfs
+from tony_airflow.yarn.hdfs import PART_SUFFIX, hdfs_path, replace_bytes, webhdfs
 
 log = logging.getLogger("tony.executor.staging")
 SYNC_INTERVAL_S = 5.0
+CHECKPOINT_INDEX = "checkpoint"  # TensorFlow's CheckpointState: names the latest checkpoint in its directory
+_LATEST = re.compile(r'^model_checkpoint_path:\s*"([^"]*)"', re.MULTILINE)
+_SHARDS = re.compile(r"\.data-\d+-of-(\d+)$")
 
 
 def is_hdfs(uri: str) -> bool:
@@ -54,6 +58,8 @@ class Mirror:
             if info.get("type") == "directory":
                 continue
             rel = remote_file[len(self.remote):].lstrip("/")
+            if rel.endswith(PART_SUFFIX):
+                continue  # a replacement under way (replace_bytes)
             target = self.local / rel
             size = int(info.get("size") or 0)
             local_size = target.stat().st_size if target.exists() else 0
@@ -71,7 +77,7 @@ class Mirror:
                 with target.open("ab") as fh:
                     fh.write(self.fs.cat_file(remote_file, start=local_size))
             else:
-                tmp = target.with_name(target.name + ".tony-part")
+                tmp = target.with_name(target.name + PART_SUFFIX)
                 self.fs.get_file(remote_file, str(tmp))
                 os.replace(tmp, target)
             self._pushed[rel] = (target.stat().st_size, int(target.stat().st_mtime_ns))
@@ -79,12 +85,16 @@ class Mirror:
         return count
 
     def push(self) -> int:
-        """Upload local files that are new or changed since the last push. Returns how many."""
+        """Upload local files that are new or changed since the last push. Returns how many.
+
+        A later attempt restores from TensorFlow's `checkpoint` index, so an index reaches HDFS
+        only after every file of the checkpoint it names, and whole (replace_bytes). It is read
+        before the walk: one read after would name a checkpoint saved during the push, whose
+        files the walk did not see."""
+        indexes = self._read_indexes()
         count = 0
-        # TensorFlow's `checkpoint` index files last: a push cut short must not publish an index
-        # naming a checkpoint whose files did not reach HDFS (a later attempt restores from it)
-        for path in sorted(self.local.rglob("*"), key=lambda p: (p.name == "checkpoint", p)):
-            if not path.is_file() or path.name.endswith(".tony-part"):
+        for path in sorted(self.local.rglob("*")):
+            if not path.is_file() or path.name.endswith(PART_SUFFIX) or path.name == CHECKPOINT_INDEX:
                 continue
             try:
                 stat = path.stat()
@@ -98,11 +108,49 @@ class Mirror:
             try:
                 self.fs.makedirs(os.path.dirname(remote), exist_ok=True)
                 self.fs.put_file(str(path), remote)
-            except FileNotFoundError:
+            except FileNotFoundError:  # a checkpoint TensorFlow dropped meanwhile (max_to_keep)
                 continue
             self._pushed[rel] = key
             count += 1
+        for rel, (data, key) in indexes.items():
+            if self._pushed.get(rel) == key or not self._has_files_of(rel, data):
+                continue  # unchanged, or its checkpoint's files come in a later round
+            remote = f"{self.remote}/{rel}"
+            self.fs.makedirs(os.path.dirname(remote), exist_ok=True)
+            replace_bytes(self.fs, remote, data)
+            self._pushed[rel] = key
+            count += 1
         return count
+
+    def _read_indexes(self) -> dict[str, tuple[bytes, tuple[int, int]]]:
+        """Every `checkpoint` index under the directory: its bytes and the (size, mtime) before the read
+        (TensorFlow replaces it by rename, so a read sees one whole version)."""
+        indexes = {}
+        for path in self.local.rglob(CHECKPOINT_INDEX):
+            try:
+                stat = path.stat()
+                data = path.read_bytes()
+            except (FileNotFoundError, IsADirectoryError):
+                continue
+            indexes[str(path.relative_to(self.local))] = (data, (stat.st_size, stat.st_mtime_ns))
+        return indexes
+
+    def _has_files_of(self, index_rel: str, data: bytes) -> bool:
+        """Whether the checkpoint a `checkpoint` index names has its `.index` and every data shard on HDFS."""
+        match = _LATEST.search(data.decode("utf-8", "replace"))
+        if match is None:
+            return True  # not TensorFlow's index: nothing it depends on
+        named = match.group(1)
+        if os.path.isabs(named):
+            try:
+                named = str(Path(named).relative_to(self.local))
+            except ValueError:
+                return True  # a checkpoint outside the mirrored directory: not ours to wait for
+        else:
+            named = os.path.normpath(os.path.join(os.path.dirname(index_rel), named))
+        shards = {rel: _SHARDS.search(rel) for rel in self._pushed if rel.startswith(named + ".data-")}
+        wanted = {int(m.group(1)) for m in shards.values() if m}
+        return f"{named}.index" in self._pushed and len(wanted) == 1 and len(shards) == wanted.pop()
 
     def start(self, direction: str, interval: float = SYNC_INTERVAL_S) -> None:
         """Keep syncing in the background: direction 'push' (writer) or 'pull' (reader)."""

@@ -179,7 +179,9 @@ def test_a_checkpoint_index_is_replaced_whole_or_not_at_all(tmp_path):
     except OSError:
         pass
     assert _named_checkpoint(fs, "/out/backup/chief") == "ckpt-2"
-    assert not [p for p in fs.files if p.endswith(".tony-part") and "/checkpoint" in p and fs.files[p] == b""]
+    reader = Mirror("hdfs:///out", tmp_path / "attempt-2", fs=fs)  # the next attempt restores from ckpt-2
+    reader.pull()
+    assert (tmp_path / "attempt-2" / "backup" / "chief" / "checkpoint").read_text() == 'model_checkpoint_path: "ckpt-2"\n'
 
 
 def test_a_reader_never_copies_a_replacement_under_way(tmp_path):
