@@ -166,7 +166,7 @@ def _run_waiters(cmds: list[list[str]], env: dict[str, str], proxy: CountingProx
 def run(sizes: list[int], window: float) -> Report:
     import skein
 
-    from tony_airflow.core.client import TonyClient, _driver_java_options
+    from tony_airflow.core.client import TonyClient
 
     local_cluster()
     client = TonyClient()
@@ -175,30 +175,32 @@ def run(sizes: list[int], window: float) -> Report:
     env = {**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp(prefix="bench-airflow-"),
            "AIRFLOW_CONN_YARN_BENCH": json.dumps({"conn_type": "yarn", "host": "127.0.0.1", "port": proxy.port})}
     rows: list[Row] = []
-    with skein.Client(java_options=_driver_java_options(), log=False) as sk:
-        spec = skein.ApplicationSpec(name="bench-waited-on", master=skein.Master(
+
+    def waited_on() -> skein.ApplicationSpec:
+        return skein.ApplicationSpec(name="bench-waited-on", master=skein.Master(
             resources=skein.Resources(memory=256, vcores=1), script="sleep 3600"))
-        app_ids = [sk.submit(spec) for _ in range(APPS)]
-        try:
-            for app_id in app_ids:
-                while client.rm.application(app_id).state != "RUNNING":
-                    time.sleep(0.5)
-            me = [sys.executable, "-m", "bench.airflow_deferrable"]
-            for n in sizes:
-                for mode, flag in (("deferrable, shared poll", "--triggerer"), ("deferrable, per task", "--per-task")):
-                    rate, peak = _run_waiters([me + [flag, proxy_url, str(n), str(window), *app_ids]],
-                                              env, proxy, window)
-                    rows.append(Row(n, mode, peak / 1024, 0, rate, 1))
-                    print(f"N={n} {mode}: {rate:.0f} req/min, {peak / 1024:.0f} MiB", file=sys.stderr)
-                if n > MAX_POKE:
-                    continue
-                cmds = [me + ["--poke", app_ids[i % APPS], str(window)] for i in range(n)]
-                rate, peak = _run_waiters(cmds, env, proxy, window)
-                rows.append(Row(n, "poke", peak / 1024, n, rate, n))
-                print(f"N={n} poke: {rate:.0f} req/min, {peak / 1024:.0f} MiB", file=sys.stderr)
-        finally:
-            for app_id in app_ids:
-                client.rm.kill(app_id)
+
+    app_ids = [client.submit_spec(waited_on()) for _ in range(APPS)]
+    try:
+        for app_id in app_ids:
+            while client.rm.application(app_id).state != "RUNNING":
+                time.sleep(0.5)
+        me = [sys.executable, "-m", "bench.airflow_deferrable"]
+        for n in sizes:
+            for mode, flag in (("deferrable, shared poll", "--triggerer"), ("deferrable, per task", "--per-task")):
+                rate, peak = _run_waiters([me + [flag, proxy_url, str(n), str(window), *app_ids]],
+                                          env, proxy, window)
+                rows.append(Row(n, mode, peak / 1024, 0, rate, 1))
+                print(f"N={n} {mode}: {rate:.0f} req/min, {peak / 1024:.0f} MiB", file=sys.stderr)
+            if n > MAX_POKE:
+                continue
+            cmds = [me + ["--poke", app_ids[i % APPS], str(window)] for i in range(n)]
+            rate, peak = _run_waiters(cmds, env, proxy, window)
+            rows.append(Row(n, "poke", peak / 1024, n, rate, n))
+            print(f"N={n} poke: {rate:.0f} req/min, {peak / 1024:.0f} MiB", file=sys.stderr)
+    finally:
+        for app_id in app_ids:
+            client.rm.kill(app_id)
     return Report(
         name="airflow_deferrable",
         title="Airflow: deferrable operators in one triggerer vs. poke-mode sensors",

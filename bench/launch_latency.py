@@ -1,8 +1,8 @@
 """Benchmark: how long a trivial ps:1,worker:2 job takes to start and to finish, against the YARN floor.
 
 Variants, interleaved run by run on the local cluster:
-- `ytf-submit` (a fresh process: Python start, skein driver JVM, submission, waiting),
-- the Python API (`TonyClient.submit` + `JobHandle.wait` in this process, one skein driver reused),
+- `ytf-submit` (a fresh process: Python start, submission over REST and WebHDFS, waiting),
+- the Python API (`TonyClient.submit` + `JobHandle.wait` in this process),
 - the floor: a bare skein application with the same three containers running the same command, no
   registry, no AM of ours (skein's own AM starts them all at once).
 
@@ -33,7 +33,7 @@ import skein
 from bench import competitors
 from bench.local import local_cluster
 from bench.report import Report
-from tony_airflow.core.client import TonyClient, _driver_java_options
+from tony_airflow.core.client import TonyClient
 from tony_airflow.core.spec import build_job_spec
 from tony_airflow.yarn.local import LocalCluster
 from tony_airflow.yarn.local.processes import rss_kib
@@ -95,7 +95,7 @@ def run_api(client: TonyClient, rm: ResourceManagerClient, sampler: RssSampler |
     return _gang_start(stamps, t0), _finished(rm, handle.app_id, t0)
 
 
-def run_floor(skein_client: skein.Client, rm: ResourceManagerClient) -> tuple[float, float]:
+def run_floor(client: TonyClient, rm: ResourceManagerClient) -> tuple[float, float]:
     stamps = tempfile.mkdtemp(prefix="latency-floor-")
     services = {}
     for name, count in TYPES.items():
@@ -105,7 +105,7 @@ def run_floor(skein_client: skein.Client, rm: ResourceManagerClient) -> tuple[fl
                                        instances=count, max_restarts=0)
     spec = skein.ApplicationSpec(name="bench-latency-floor", services=services, queue="default")
     t0 = time.time()
-    app_id = skein_client.submit(spec)
+    app_id = client.submit_spec(spec)
     done = _finished(rm, app_id, t0)
     return _gang_start(stamps, t0), done
 
@@ -145,12 +145,12 @@ def run(runs: int = 5) -> Report:
     cluster = local_cluster()
     results: dict[str, list[tuple[float, float]]] = {"ytf-submit": [], "Python API": [], "skein floor": []}
     sampler = RssSampler(cluster)
-    with TonyClient() as client, skein.Client(java_options=_driver_java_options(), log=False) as floor:
+    with TonyClient() as client:
         rm = client.rm
         for n in range(runs):
             results["ytf-submit"].append(run_cli(rm))
             results["Python API"].append(run_api(client, rm, sampler if n == 0 else None))
-            results["skein floor"].append(run_floor(floor, rm))
+            results["skein floor"].append(run_floor(client, rm))
             print(f"run {n + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f} s" for k, v in results.items()),
                   file=sys.stderr)
     medians = {k: (statistics.median(g for g, _ in v), statistics.median(d for _, d in v)) for k, v in results.items()}

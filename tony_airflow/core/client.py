@@ -5,6 +5,8 @@ Every front end (CLI, Airflow, Azkaban, Oozie) hands a JobSpec to
 its own. The AM is our Python AM run as skein's master script; the task
 containers are skein services whose initial instances are attempt 1's tasks
 (see placement.py); a retry's containers are added by the AM one by one.
+The client itself speaks HTTP only: the submission goes through the RM's REST
+API and WebHDFS (yarn/submission.py), progress comes from the AM's own page.
 """
 
 from __future__ import annotations
@@ -14,41 +16,32 @@ import dataclasses
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
+import httpx
 import skein
 
 from tony_airflow.core import protocol
 from tony_airflow.core.history.store import history_dir
 from tony_airflow.core.placement import initial_tasks, service_names
-from tony_airflow.core.protocol import PROGRESS_KEY, STATUS_URL_KEY, SUBMITTED_AT_ENV, Progress
+from tony_airflow.core.protocol import PROGRESS_JSON, SUBMITTED_AT_ENV, Progress, am_page_url
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
+from tony_airflow.yarn import submission
+from tony_airflow.yarn.delegation import fetch_tokens
 from tony_airflow.yarn.discovery import ClusterConfig, discover
-from tony_airflow.yarn.environ import scoped_environ
-from tony_airflow.yarn.jvm import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home, java_major_version
+from tony_airflow.yarn.hdfs import webhdfs
+from tony_airflow.yarn.jvm import LIGHT_JVM_FLAGS
 from tony_airflow.yarn.kerberos import KerberosLogin, check_credentials
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
+from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, HadoopToken, read_token_file, token_file
 
 APP_TAG = "tony-airflow"
-
-
-def _driver_java_options() -> list[str] | None:
-    """Java 17 needs the same --add-opens for skein's driver JVM as for Hadoop's daemons; the
-    start-up flags make it a quicker, lighter proxy. SKEIN_DRIVER_JAVA_OPTIONS, when set, wins."""
-    if os.environ.get("SKEIN_DRIVER_JAVA_OPTIONS"):
-        return None
-    try:
-        opens = list(ADD_OPENS) if java_major_version(find_java_home()) >= 9 else []
-    except (UsageError, OSError, subprocess.SubprocessError):
-        opens = []
-    return [*opens, *LIGHT_JVM_FLAGS]
 
 
 def build_application(job: JobSpec, staging: Path, secret: str,
@@ -125,23 +118,19 @@ def docker_env(job: JobSpec, hadoop_conf_dir: str | None = None) -> dict[str, st
     return env
 
 
-SkeinSource = Union["skein.Client", Callable[[], "skein.Client"], None]
-
-
-ENDGAME_POLL_S = 0.2  # RM polls once every task has ended (bounded: the application ends within seconds)
+PROGRESS_TIMEOUT_S = 5.0
+ENDGAME_POLL_S = 0.2  # RM polls once every task has ended (the application ends within seconds)
+ENDGAME_POLLS = 50    # at most this many in a row (10 s), then the caller's interval again
 
 
 class JobHandle:
     """A submitted job (or one reconnected to by id): its state, its progress, and the means to stop it."""
 
-    def __init__(self, app_id: str, rm: ResourceManagerClient, skein_client: SkeinSource = None):
-        """`skein_client`: a skein client, or a function that makes one when progress is first asked for."""
+    def __init__(self, app_id: str, rm: ResourceManagerClient):
         self.app_id = app_id
         self.rm = rm
-        self._skein_client = None if callable(skein_client) else skein_client
-        self._skein_factory = skein_client if callable(skein_client) else None
-        self._app_client: Any = None
         self.last_report: ApplicationReport | None = None
+        self._am_address: str | None = None
         self._secret = ""
         self._job: JobSpec | None = None
 
@@ -160,29 +149,22 @@ class JobHandle:
     def kill(self) -> None:
         self.rm.kill(self.app_id)
 
-    @property
-    def _skein(self) -> skein.Client | None:
-        if self._skein_client is None and self._skein_factory is not None:
-            factory, self._skein_factory = self._skein_factory, None
-            try:
-                self._skein_client = factory()
-            except Exception:  # no driver: progress is a nicety, the RM report is what counts
-                self._skein_client = None
-        return self._skein_client
-
     def progress(self) -> Progress | None:
-        """The AM's own counts (allocated, registered, ...), read from skein's key-value store."""
-        client = self._skein
-        if client is None:
+        """The AM's own counts (allocated, registered, ...), read from its page through the tracking URL
+        of the last report; None before the AM serves it, and after the application ended."""
+        report = self.last_report
+        if report is None or report.state != "RUNNING" or "/proxy/" not in (report.tracking_url or ""):
             return None
         try:
-            if self._app_client is None:
-                self._app_client = client.connect(self.app_id, wait=False)
-            raw = self._app_client.kv.get(PROGRESS_KEY)
-        except Exception:  # the AM is not up yet, or already gone
-            self._app_client = None
+            resp = httpx.get(am_page_url(report.tracking_url, PROGRESS_JSON), auth=self.rm.auth,
+                             timeout=PROGRESS_TIMEOUT_S, follow_redirects=True)
+            answer = resp.json() if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):  # the AM is not up yet, or already gone: a nicety, not the state
             return None
-        return Progress.from_json(raw) if raw else None
+        if not isinstance(answer, dict):
+            return None
+        self._am_address = answer.get("address") or self._am_address
+        return Progress.from_dict(answer.get("progress"))
 
     def run_local_tasks(self, poll: float = 0.5) -> int:
         """Client mode: run the job's local task (the chief) here, once per attempt, until the job ends.
@@ -205,11 +187,10 @@ class JobHandle:
             report = self.status()
             if report.is_terminal:
                 return code
-            progress, url = self.progress(), self.status_url()
-            if progress is None or url is None or progress.attempt <= done_attempt:
+            progress, address = self.progress(), self._am_address
+            if progress is None or address is None or progress.attempt <= done_attempt:
                 time.sleep(poll)
                 continue
-            address = url.split("//", 1)[1].rstrip("/")
             for type_ in job.local_types():
                 me = TaskIdentity(type=type_, index=0, attempt=progress.attempt, app_id=self.app_id)
                 host = os.environ.get(protocol.ENV_CLIENT_HOST) or socket.gethostname()
@@ -240,15 +221,6 @@ class JobHandle:
         finally:
             done.set()
 
-    def status_url(self) -> str | None:
-        if self._app_client is None:
-            return None
-        try:
-            raw = self._app_client.kv.get(STATUS_URL_KEY)
-        except Exception:
-            return None
-        return raw.decode() if isinstance(raw, bytes) else raw
-
     def wait(self, poll: float = 1.0, timeout: float | None = None,
              on_change: Callable[[ApplicationReport, Progress | None], None] | None = None,
              on_poll: Callable[[ApplicationReport], None] | None = None) -> ApplicationReport:
@@ -256,9 +228,12 @@ class JobHandle:
         (the live output is read there)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen: tuple | None = None
+        known: Progress | None = None  # the last progress the AM gave: it stops answering as it ends
+        fast = 0
         while True:
             report = self.status()
             progress = self.progress() if not report.is_terminal else None
+            known = progress or known
             key = (report.state, report.final_status, progress)
             if on_change is not None and key != seen:
                 on_change(report, progress)
@@ -269,10 +244,12 @@ class JobHandle:
                 return report
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"{self.app_id} still {report.state} after {timeout}s")
-            # every task has ended: only the AMs' shutdown is left, a second or two; look more often so the
-            # caller learns the end when it happens, not up to a whole interval later
-            done = progress is not None and progress.total > 0 and progress.finished >= progress.total
-            time.sleep(min(poll, ENDGAME_POLL_S) if done else poll)
+            # Every task has ended, or the AM that answered stopped answering (it is ending): only the
+            # AMs' shutdown is left, a second or two. Look more often so the caller learns the end when
+            # it happens, not up to a whole interval later; for a bounded number of polls (the RM's load).
+            ending = known is not None and (progress is None or known.total > 0 and known.finished >= known.total)
+            fast = fast + 1 if ending else 0
+            time.sleep(min(poll, ENDGAME_POLL_S) if 0 < fast <= ENDGAME_POLLS else poll)
 
 
 class TonyClient:
@@ -281,18 +258,15 @@ class TonyClient:
     def __init__(self, conf_dir: str | None = None, rm: ResourceManagerClient | None = None,
                  principal: str | None = None, keytab: str | None = None):
         """`rm` overrides the ResourceManager addresses of the configuration (Airflow's
-        connection may name them); `principal`/`keytab` log skein's driver in with Kerberos.
+        connection may name them); `principal`/`keytab` log the client in with Kerberos.
         The process environment is left as it is: the cluster is this client's own setting."""
         self.cluster: ClusterConfig = discover(conf_dir)
         self.environment = self.cluster.environment
         self.conf = self.cluster.hadoop
         self.login = KerberosLogin(principal, keytab)
-        # On a Kerberos cluster: a keytab, Hadoop tokens or a ticket, or one line now (exit 2), before
-        # skein's driver would start and wait for a ticket that never comes.
+        # On a Kerberos cluster: a keytab, Hadoop tokens or a ticket, or one line now (exit 2)
         check_credentials(self.cluster.auth, self.login)
         self.rm = rm or ResourceManagerClient.from_conf(self.conf, login=self.login)
-        self._kerberos = {"principal": principal, "keytab": str(Path(keytab).absolute())} if keytab else {}
-        self._skein: skein.Client | None = None
 
     def __enter__(self) -> TonyClient:
         return self
@@ -301,20 +275,17 @@ class TonyClient:
         self.close()
 
     def close(self) -> None:
-        if self._skein is not None:
-            self._skein.close()
-            self._skein = None
+        """Nothing to release: the client holds no process and no connection between calls."""
 
-    @property
-    def skein(self) -> skein.Client:
-        if self._skein is None:
-            with scoped_environ(self.environment):  # skein reads its driver's settings from os.environ
-                try:
-                    self._skein = skein.Client(java_options=_driver_java_options(), log=False, **self._kerberos)
-                except (skein.exceptions.SkeinError, OSError, subprocess.CalledProcessError) as exc:
-                    raise ClusterError(f"skein: could not start its driver for {self.environment['HADOOP_CONF_DIR']}: "
-                                       f"{' '.join(str(exc).split())}") from None
-        return self._skein
+    def application_tokens(self) -> list[HadoopToken]:
+        """What the application's containers authenticate with on a Kerberos cluster: the token file's
+        (a scheduler's job without a keytab), else an HDFS and an RM token fetched as the login."""
+        if not self.conf.kerberos:
+            return []
+        given = token_file()
+        if given is not None and not self.login.uses_keytab:
+            return read_token_file(given)
+        return fetch_tokens(self.conf, self.login)
 
     # ------------------------------------------------------------ validation
     def max_allocation(self, queue: str) -> tuple[int, int] | None:
@@ -368,19 +339,32 @@ class TonyClient:
             self.validate(job)
         secret = protocol.new_secret()
         with tempfile.TemporaryDirectory(prefix="tony-submit-") as staging:
-            spec = build_application(job, Path(staging), secret, self.environment["HADOOP_CONF_DIR"])
-            client = self.skein
-            try:
-                app_id = client.submit(spec)
-            except skein.exceptions.SkeinError as exc:
-                raise ClusterError(f"skein: YARN refused the submission: {' '.join(str(exc).split())[:500]}") from None
-        handle = JobHandle(app_id, self.rm, client)
+            app_id = self.submit_spec(build_application(job, Path(staging), secret,
+                                                        self.environment["HADOOP_CONF_DIR"]))
+        handle = JobHandle(app_id, self.rm)
         handle._secret, handle._job = secret, job
         return handle
 
+    def submit_spec(self, spec: skein.ApplicationSpec) -> str:
+        """Submit a skein application (a job's, or a bare one for the benchmarks); its application id."""
+        tokens = self.application_tokens()
+        hdfs_token = next((t.url_string() for t in tokens if t.kind == HDFS_DELEGATION_KIND), None)
+        try:
+            fs = webhdfs(self.conf, user=self.rm.user, login=self.login, token=hdfs_token)
+            return submission.submit(spec, self.rm, fs, self.conf, tokens=tokens,
+                                     lang=self.environment.get("LANG") or os.environ.get("LANG")).app_id
+        except ClusterError as exc:
+            raise ClusterError(f"YARN refused the submission: {_one_line(exc)}") from None
+        except (OSError, RuntimeError, ValueError) as exc:  # WebHDFS: refused, or unreachable
+            raise ClusterError(f"webhdfs: staging the application's files failed: {_one_line(exc)}") from None
+
     def handle(self, app_id: str) -> JobHandle:
         """A handle on a job submitted earlier (a retry reconnecting): status, progress, kill."""
-        return JobHandle(app_id, self.rm, lambda: self.skein)
+        return JobHandle(app_id, self.rm)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:500] or type(exc).__name__
 
 
 def _partitions(nodes: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:

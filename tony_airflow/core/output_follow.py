@@ -26,6 +26,7 @@ from tony_airflow.core.output import (
     output_file_name,
     task_key,
 )
+from tony_airflow.core.protocol import am_page_url
 
 AGGREGATION_WAIT_S = 20.0   # YARN uploads a finished application's logs within seconds; wait at most this
 FOLLOW_TIMEOUT_S = 5.0
@@ -35,7 +36,7 @@ MAX_ROUNDS = 8              # pieces read per poll before giving the caller its 
 def output_url(tracking_url: str, task: str, attempt: int, offset: int) -> str:
     query = urlencode({"task": task, "attempt": attempt, "offset": offset} if task else
                       {"attempt": attempt, "offset": offset})
-    return f"{tracking_url.rstrip('/')}/pages/tony{OUTPUT_PATH}?{query}"
+    return f"{am_page_url(tracking_url, OUTPUT_PATH)}?{query}"
 
 
 def is_proxied(tracking_url: str) -> bool:

@@ -25,6 +25,8 @@ HEARTBEAT = "/v1/heartbeat"
 FINISHED = "/v1/finished"
 OUTPUT = "/v1/output"        # an executor ships its command's new output (core/output.py)
 STATUS_JSON = "/status.json"
+PROGRESS_JSON = "/progress.json"  # {"progress": Progress, "address": the registry's host:port}
+AM_PAGES = "/pages/tony"  # where skein's web UI (the tracking URL) passes requests on to the AM's server
 
 H_TIMESTAMP = "X-Tony-Timestamp"
 H_NONCE = "X-Tony-Nonce"
@@ -37,8 +39,6 @@ JOB_FILE = ".tony-job.json"
 # skein's key-value store. A light module on purpose: the client and the executor's
 # start-up read these without importing the AM (aiohttp, jinja2: 0.2 s per process).
 AM_ADDRESS_KEY = "tony.am_address"  # where attempt 1's executors find the registry
-PROGRESS_KEY = "tony.progress"
-STATUS_URL_KEY = "tony.status_url"
 TENSORBOARD_URL_KEY = "tony.tensorboard_url"
 SUBMITTED_AT_ENV = "TONY_SUBMITTED_AT"  # the AM's environment: when the client built the submission
 
@@ -209,7 +209,7 @@ def parse_message(kind: type[M], body: bytes) -> M:
 
 @dataclass(frozen=True)
 class Progress:
-    """How far the AM got, as it publishes it in skein's key-value store (PROGRESS_KEY) for clients."""
+    """How far the AM got, as it serves it to clients (PROGRESS_JSON, through the tracking URL)."""
 
     attempt: int = 0
     max_attempts: int = 1
@@ -227,6 +227,10 @@ class Progress:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             return None
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_dict(cls, data: object) -> Progress | None:
         if not isinstance(data, dict):
             return None
         known = {f.name for f in fields(cls)}
@@ -237,6 +241,14 @@ class Progress:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def am_page_url(tracking_url: str, path: str) -> str:
+    """A read-only page of the AM's server as the tracking URL (the RM's proxy, skein's web UI) serves it."""
+    return f"{tracking_url.rstrip('/')}{AM_PAGES}{path}"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import urlparse
 
 from tony_airflow.errors import ClusterError
@@ -22,11 +22,12 @@ if TYPE_CHECKING:  # fsspec (and httpx) cost a tenth of a second each: loaded wh
     from tony_airflow.yarn.kerberos import KerberosLogin
 
 
-def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: KerberosLogin | None = None) -> WebHDFS:
+def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: KerberosLogin | None = None,
+            token: str | None = None) -> WebHDFS:
     """A filesystem object for the cluster's HDFS (paths are absolute HDFS paths).
 
-    On a Kerberos cluster every call carries an HDFS delegation token: the one in
-    HADOOP_TOKEN_FILE_LOCATION (a container, an Azkaban or Oozie job), else one fetched once
+    On a Kerberos cluster every call carries an HDFS delegation token: `token` when given, else the one
+    in HADOOP_TOKEN_FILE_LOCATION (a container, an Azkaban or Oozie job), else one fetched once
     with SPNEGO as `login` (a keytab, else the ticket cache), as Hadoop's own WebHdfsFileSystem does."""
     from fsspec.implementations.webhdfs import WebHDFS
 
@@ -35,7 +36,7 @@ def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: Kerb
         conf = HadoopConf.load(conf_dir)
     address = urlparse(conf.namenode_web_address())
     if conf.kerberos:
-        token = _delegation_token(conf, login)
+        token = token or _delegation_token(conf, login)
         return WebHDFS(host=address.hostname, port=address.port, token=token, use_listings_cache=False)
     user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
     return WebHDFS(host=address.hostname, port=address.port, user=user, use_listings_cache=False)
@@ -86,3 +87,13 @@ def replace_bytes(fs: WebHDFS, path: str, data: bytes) -> None:
     fs.pipe_file(part, data)
     # With options the NameNode does rename2: no body on success, an HTTP error (raised) otherwise
     fs._call("RENAME", "put", part, destination=path, renameoptions="OVERWRITE")
+
+
+def create_file(fs: WebHDFS, path: str, data: bytes | BinaryIO, permission: str | None = None) -> None:
+    """WebHDFS CREATE in its two steps (the NameNode's redirect, then the data to the DataNode), with the
+    file's permission set at creation. fsspec's writer takes four requests and drops the permission."""
+    params = {"overwrite": "true", **({"permission": permission} if permission else {})}
+    redirect = fs._call("CREATE", "put", path, redirect=False, **params)
+    resp = fs.session.put(fs._apply_proxy(redirect.headers["Location"]), data=data,
+                          headers={"content-type": "application/octet-stream"})
+    resp.raise_for_status()

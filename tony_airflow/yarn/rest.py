@@ -208,6 +208,15 @@ class ResourceManagerClient(_Base):
     def get(self, path: str, **params: str) -> dict[str, Any]:
         return self._do(_Call("GET", path, params))
 
+    def new_application(self) -> str:
+        """An application id to stage files under before submitting (Cluster New Application API)."""
+        body = self._do(_Call("POST", "/ws/v1/cluster/apps/new-application", {"user.name": self.user}))
+        return str(body["application-id"])
+
+    def submit_application(self, context: dict[str, Any]) -> None:
+        """Cluster Applications API (Submit): `context` is an application-submission-context."""
+        self._do(_Call("POST", "/ws/v1/cluster/apps", {"user.name": self.user}, context))
+
 
 class AsyncResourceManagerClient(_Base):
     """Non-blocking client, for Airflow's triggerer. After `keep_open()` one connection pool serves

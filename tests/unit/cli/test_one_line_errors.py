@@ -38,29 +38,35 @@ def test_an_unreachable_resource_manager_is_one_line(tmp_path, monkeypatch, caps
     assert code == 1 and len(err) == 1 and err[0].startswith("error: "), err
 
 
-def test_a_skein_driver_failure_is_one_line(tmp_path, monkeypatch, capsys):
-    import skein
+@pytest.mark.parametrize("failure, start", [
+    (RuntimeError("Permission denied: user=alice, access=WRITE, inode=\"/user\""), "error: webhdfs: staging"),
+    (OSError(111, "Connection refused"), "error: webhdfs: staging"),
+])
+def test_a_staging_failure_is_one_line(tmp_path, monkeypatch, capsys, failure, start):
+    from types import SimpleNamespace
 
     from tony_airflow.cli import submit
     from tony_airflow.core.client import TonyClient
+    from tony_airflow.yarn import submission
 
-    class Broken(TonyClient):
+    class Offline(TonyClient):
         def __init__(self, *a, **k):
             self.environment = {"HADOOP_CONF_DIR": str(tmp_path)}
+            self.conf = SimpleNamespace(kerberos=False)
+            self.rm = SimpleNamespace(user="alice")
+            self.login = None
 
         def validate(self, job):
             return job
 
-        @property
-        def skein(self):
-            raise skein.exceptions.DriverError("Failed to start java process")
+    def refuse(*a, **k):
+        raise failure
 
-        def close(self):
-            pass
-
-    monkeypatch.setattr(submit, "TonyClient", Broken)
+    monkeypatch.setattr(submit, "TonyClient", Offline)
+    monkeypatch.setattr(submission, "submit", refuse)
+    monkeypatch.setattr("tony_airflow.core.client.webhdfs", lambda *a, **k: None)
     with pytest.raises(SystemExit) as exc:
         submit.main(["-r", "worker:1", "true"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert exc.value.code == 1 and err[-1].startswith("error: skein: "), err
+    assert exc.value.code == 1 and err[-1].startswith(start), err
     assert not any("Traceback" in line for line in err)

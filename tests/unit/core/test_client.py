@@ -8,8 +8,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from tony_airflow.core import protocol
-
 
 def test_progress_from_a_newer_am_with_more_fields_is_read():
     from tony_airflow.core.protocol import Progress
@@ -36,23 +34,53 @@ def test_a_client_does_not_change_the_process_environment(tmp_path, monkeypatch)
     assert client.environment["HADOOP_CONF_DIR"] == str(conf)
 
 
-def test_a_reconnected_handle_reads_progress_and_refuses_local_tasks_in_one_line(monkeypatch):
+def test_a_reconnected_handle_reads_progress_from_the_am_page_and_refuses_local_tasks_in_one_line(monkeypatch):
+    import httpx
+
+    from tony_airflow.core import client as client_module
     from tony_airflow.core.client import JobHandle
     from tony_airflow.errors import UsageError
+    from tony_airflow.yarn.rest import ApplicationReport
 
-    class FakeKV(dict):
-        pass
+    tracking = "http://rm:8088/proxy/application_1_1/"
+    asked: list[str] = []
 
-    class FakeSkein:
-        def connect(self, app_id, wait=False):
-            return SimpleNamespace(kv=FakeKV({protocol.PROGRESS_KEY: json.dumps({"total": 2, "allocated": 1}).encode()}))
+    def get(url, **kwargs):
+        asked.append(url)
+        body = {"progress": {"total": 2, "allocated": 1, "a_later_field": 1}, "address": "10.0.0.5:4321"}
+        return httpx.Response(200, json=body, request=httpx.Request("GET", url))
 
-    handle = JobHandle("application_1_1", rm=None, skein_client=lambda: FakeSkein())
+    monkeypatch.setattr(client_module.httpx, "get", get)
+    handle = JobHandle("application_1_1", rm=SimpleNamespace(auth=None))
+    assert handle.progress() is None  # no report yet: nothing asked
+    handle.last_report = ApplicationReport("application_1_1", "ACCEPTED", "UNDEFINED", tracking_url="http://rm/cluster")
+    assert handle.progress() is None and asked == []  # the AM has not registered: nothing to ask
+    handle.last_report = ApplicationReport("application_1_1", "RUNNING", "UNDEFINED", tracking_url=tracking)
     progress = handle.progress()
-    assert progress is not None and progress.total == 2
-    assert handle.progress() == progress  # the client made once is kept
+    assert progress is not None and progress.total == 2 and progress.allocated == 1
+    assert asked == [tracking + "pages/tony/progress.json"] and handle._am_address == "10.0.0.5:4321"
     with pytest.raises(UsageError, match="client mode"):
         handle.run_local_tasks()
+
+
+def test_progress_is_none_when_the_am_page_does_not_answer(monkeypatch):
+    import httpx
+
+    from tony_airflow.core import client as client_module
+    from tony_airflow.core.client import JobHandle
+    from tony_airflow.yarn.rest import ApplicationReport
+
+    def refuse(url, **kwargs):
+        raise httpx.ConnectError("refused")
+
+    monkeypatch.setattr(client_module.httpx, "get", refuse)
+    handle = JobHandle("application_1_1", rm=SimpleNamespace(auth=None))
+    handle.last_report = ApplicationReport("application_1_1", "RUNNING", "UNDEFINED",
+                                           tracking_url="http://rm/proxy/application_1_1/")
+    assert handle.progress() is None
+    monkeypatch.setattr(client_module.httpx, "get", lambda url, **k: httpx.Response(
+        404, text="<html>no such page</html>", request=httpx.Request("GET", url)))
+    assert handle.progress() is None
 
 
 def test_wait_looks_more_often_once_every_task_has_ended(monkeypatch):
@@ -76,3 +104,52 @@ def test_wait_looks_more_often_once_every_task_has_ended(monkeypatch):
     monkeypatch.setattr(client_module.time, "sleep", slept.append)
     assert handle.wait(poll=5.0).final_status == "SUCCEEDED"
     assert slept == [5.0, ENDGAME_POLL_S, ENDGAME_POLL_S]
+
+
+def test_wait_keeps_looking_often_when_the_ending_am_stops_answering(monkeypatch):
+    """Found measuring #20: the AM's page goes as the AM ends, so progress turns None before the RM says
+    FINISHED; the client must not fall back to the whole interval then."""
+    from tony_airflow.core import client as client_module
+    from tony_airflow.core.client import ENDGAME_POLL_S, JobHandle
+    from tony_airflow.core.protocol import Progress
+    from tony_airflow.yarn.rest import ApplicationReport
+
+    states = [("RUNNING", "UNDEFINED")] * 4 + [("FINISHED", "SUCCEEDED")]
+    progress = [None, Progress(total=3, finished=3), None, None]
+
+    class RM:
+        def application(self, app_id):
+            state, final = states.pop(0)
+            return ApplicationReport(app_id, state, final)
+
+    handle = JobHandle("application_1_0001", RM())  # type: ignore[arg-type]
+    monkeypatch.setattr(handle, "progress", lambda: progress.pop(0))
+    slept: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", slept.append)
+    assert handle.wait(poll=1.0).final_status == "SUCCEEDED"
+    assert slept == [1.0, ENDGAME_POLL_S, ENDGAME_POLL_S, ENDGAME_POLL_S]
+
+
+def test_the_quick_endgame_polls_are_bounded_when_the_am_stays_silent(monkeypatch):
+    """An AM whose page stops answering while the application stays RUNNING (its host is unreachable)
+    costs the RM at most ENDGAME_POLLS quick polls, then the caller's interval again."""
+    from tony_airflow.core import client as client_module
+    from tony_airflow.core.client import ENDGAME_POLL_S, ENDGAME_POLLS, JobHandle
+    from tony_airflow.core.protocol import Progress
+    from tony_airflow.yarn.rest import ApplicationReport
+
+    polls = ENDGAME_POLLS + 5
+    states = [("RUNNING", "UNDEFINED")] * (polls + 1) + [("FINISHED", "SUCCEEDED")]
+    progress = [Progress(total=3, running=3)] + [None] * polls
+
+    class RM:
+        def application(self, app_id):
+            state, final = states.pop(0)
+            return ApplicationReport(app_id, state, final)
+
+    handle = JobHandle("application_1_0001", RM())  # type: ignore[arg-type]
+    monkeypatch.setattr(handle, "progress", lambda: progress.pop(0))
+    slept: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", slept.append)
+    handle.wait(poll=3.0)
+    assert slept == [3.0] + [ENDGAME_POLL_S] * ENDGAME_POLLS + [3.0] * 5

@@ -33,11 +33,8 @@ from tony_airflow.core.history.store import HistoryStore, history_dir
 from tony_airflow.core.placement import initial_container_ids, service_name
 from tony_airflow.core.protocol import (
     AM_ADDRESS_KEY,
-    PROGRESS_KEY,
-    STATUS_URL_KEY,
     SUBMITTED_AT_ENV,
     TENSORBOARD_URL_KEY,
-    Progress,
 )
 from tony_airflow.core.spec import JobSpec
 
@@ -64,7 +61,6 @@ class ApplicationMaster:
         self.started = time.time()
         self.address = ""
         self._container_of: dict[str, tuple[str, int]] = {}
-        self._last_progress = ""
 
     # ------------------------------------------------------------------- main
     async def run(self) -> tuple[str, str]:
@@ -112,7 +108,8 @@ class ApplicationMaster:
         await self.history.flush_forever()
 
     async def _run_attempts(self) -> tuple[str, str]:
-        runner, port = await server.start(server.build_app(self.registry, self.secret, self.live_page, self.history))
+        runner, port = await server.start(server.build_app(self.registry, self.secret, self.live_page, self.history,
+                                                             address=lambda: self.address))
         self.address = f"{self.host}:{port}"
         log.info("registry listening on %s", self.address)
         self._publish_ui()
@@ -130,7 +127,6 @@ class ApplicationMaster:
                     return "FAILED", policy.diagnostics(False, attempt, self.job.max_attempts, failures)
                 attempt += 1
         finally:
-            self._report_progress(force=True)
             await runner.cleanup()
 
     def _publish_ui(self) -> None:
@@ -139,10 +135,6 @@ class ApplicationMaster:
             self.app.ui.add_page("tony", url, link_name="TonY status")
         except Exception as exc:  # the dashboard is a convenience, never fatal
             log.warning("could not add the status page to the web UI: %s", exc)
-        try:
-            self.app.kv[STATUS_URL_KEY] = url.encode()
-        except Exception as exc:
-            log.warning("could not publish the status URL: %s", exc)
 
     def _publish_tensorboard(self) -> None:
         """Make TensorBoard one click from the tracking URL: a page of skein's web UI
@@ -187,7 +179,6 @@ class ApplicationMaster:
                     x.done and x.exit_code in policy.KILLED_BY_SIGNAL and not x.yarn_diagnostics
                     for x in reg.tasks.values())  # YARN's reason for a kill is worth a quick look
                 next_poll = time.time() + (STEADY_POLL_S if settled else TICK_S)
-            self._report_progress()
             outcome = self._decide(attempt_start)
             if outcome is None:
                 reg.changed.clear()
@@ -201,7 +192,6 @@ class ApplicationMaster:
             outcome, lost = await self._blame_lost_hosts(attempt, outcome)
         retrying = policy.retry(outcome, attempt, self.job, self.started, time.time())
         await self._stop_remaining(lost, await_verdict=retrying)
-        self._report_progress(force=True)
         failed = outcome.task
         self.history.emit(ev.ATTEMPT_ENDED, attempt=attempt, ok=outcome.ok, reason=outcome.reason,
                           first_failure=failed.id if failed else "",
@@ -317,17 +307,6 @@ class ApplicationMaster:
         for key, task in reg.tasks.items():
             if not task.done:
                 reg.container_gone(key, "stopped by the AM")
-
-    def _report_progress(self, force: bool = False) -> None:
-        text = Progress(attempt=self.registry.attempt, max_attempts=self.job.max_attempts,
-                        spec_published=self.registry.spec_published, **self.registry.counts()).to_json()
-        if text == self._last_progress and not force:
-            return
-        self._last_progress = text
-        try:
-            self.app.kv[PROGRESS_KEY] = text.encode()
-        except Exception as exc:
-            log.debug("progress not published: %s", exc)
 
     # ------------------------------------------------------------ live page
     def live_page(self) -> str:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tony_airflow.core.history import events as ev
-from tony_airflow.core.protocol import TaskStatus
+from tony_airflow.core.protocol import Progress, TaskStatus
 from tony_airflow.core.spec import JobSpec
 
 REQUESTED, ALLOCATED, REGISTERED, RUNNING, SUCCEEDED, FAILED, STOPPED = (
@@ -301,6 +301,11 @@ class Registry:
             "running": sum(t.status == RUNNING for t in tasks),
             "finished": sum(t.done for t in tasks),
         }
+
+    def progress(self) -> Progress:
+        """How far the AM got, for clients (`/progress.json`)."""
+        return Progress(attempt=self.attempt, max_attempts=self.job.max_attempts,
+                        spec_published=self.spec_published, **self.counts())
 
     def status(self) -> dict[str, Any]:
         return {

@@ -1,7 +1,7 @@
 """The registry's HTTP+JSON server (aiohttp), and the read-only status page.
 
-Signed endpoints take executors' messages; `/`, `/status.json` and
-`/output.json` (a task's live output by offset) are read-only and reached
+Signed endpoints take executors' messages; `/`, `/status.json`, `/progress.json`
+(the counts clients show) and `/output.json` (a task's live output by offset) are read-only and reached
 through the YARN tracking URL (`<tracking>/pages/tony/...`).
 """
 
@@ -57,8 +57,9 @@ REFUSED = web.AppKey("refused", RefusedRequests)
 
 
 def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = None,
-              history: EventLog | None = None) -> web.Application:
-    """`page` renders the status page (the AM's live view of the job history)."""
+              history: EventLog | None = None, address: Callable[[], str] | None = None) -> web.Application:
+    """`page` renders the status page (the AM's live view of the job history); `address` is where
+    this server listens (known once it has started), for a client-mode chief."""
     verifier = protocol.Verifier(secret)
     refused = RefusedRequests()
     outputs = Outputs(f"{t}:{i}" for t, i in registry.job.task_ids())
@@ -133,6 +134,10 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         status["refused_sample"] = list(refused.sample)
         return web.json_response(status)
 
+    async def progress_json(request: web.Request) -> web.Response:
+        return web.json_response({"progress": registry.progress().to_dict(),
+                                  "address": address() if address is not None else None})
+
     async def status_page(request: web.Request) -> web.Response:
         if page is None:
             raise web.HTTPFound(protocol.STATUS_JSON)
@@ -155,6 +160,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     app.router.add_post(protocol.OUTPUT, output_in)
     app.router.add_get(OUTPUT_PATH, output_out)
     app.router.add_get(protocol.STATUS_JSON, status_json)
+    app.router.add_get(protocol.PROGRESS_JSON, progress_json)
     app.router.add_get("/", status_page)
     app.router.add_get("/events.jsonl", events)
     app[REFUSED] = refused
