@@ -174,7 +174,7 @@ def test_unsigned_and_forged_requests_are_refused(local_cluster, rm):
         while not ((p := handle.progress()) and p.running == 1):
             assert time.monotonic() < deadline
             time.sleep(0.5)
-        base = handle.status_url().rstrip("/")
+        base = f"http://{handle.am_address}"
         body = json.dumps({"type": "worker", "index": 0, "attempt": 1, "host": "evil", "port": 1}).encode()
         unsigned = httpx.post(base + protocol.REGISTER, content=body)
         forged = httpx.post(base + protocol.REGISTER, content=body,

@@ -29,7 +29,7 @@ import skein
 from tony_airflow.core import protocol
 from tony_airflow.core.history.store import history_dir
 from tony_airflow.core.placement import initial_tasks, service_names
-from tony_airflow.core.protocol import PROGRESS_JSON, SUBMITTED_AT_ENV, Progress, am_page_url
+from tony_airflow.core.protocol import PROGRESS_JSON, SUBMITTED_AT_ENV, Progress, am_page_url, is_proxied
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn import submission
@@ -149,11 +149,16 @@ class JobHandle:
     def kill(self) -> None:
         self.rm.kill(self.app_id)
 
+    @property
+    def am_address(self) -> str | None:
+        """The registry's host:port, as the AM's progress page last gave it (direct, not proxied)."""
+        return self._am_address
+
     def progress(self) -> Progress | None:
         """The AM's own counts (allocated, registered, ...), read from its page through the tracking URL
         of the last report; None before the AM serves it, and after the application ended."""
         report = self.last_report
-        if report is None or report.state != "RUNNING" or "/proxy/" not in (report.tracking_url or ""):
+        if report is None or report.state != "RUNNING" or not is_proxied(report.tracking_url):
             return None
         try:
             resp = httpx.get(am_page_url(report.tracking_url, PROGRESS_JSON), auth=self.rm.auth,
@@ -187,7 +192,7 @@ class JobHandle:
             report = self.status()
             if report.is_terminal:
                 return code
-            progress, address = self.progress(), self._am_address
+            progress, address = self.progress(), self.am_address
             if progress is None or address is None or progress.attempt <= done_attempt:
                 time.sleep(poll)
                 continue

@@ -26,7 +26,7 @@ from tony_airflow.core.output import (
     output_file_name,
     task_key,
 )
-from tony_airflow.core.protocol import am_page_url
+from tony_airflow.core.protocol import am_page_url, is_proxied
 
 AGGREGATION_WAIT_S = 20.0   # YARN uploads a finished application's logs within seconds; wait at most this
 FOLLOW_TIMEOUT_S = 5.0
@@ -37,11 +37,6 @@ def output_url(tracking_url: str, task: str, attempt: int, offset: int) -> str:
     query = urlencode({"task": task, "attempt": attempt, "offset": offset} if task else
                       {"attempt": attempt, "offset": offset})
     return f"{am_page_url(tracking_url, OUTPUT_PATH)}?{query}"
-
-
-def is_proxied(tracking_url: str) -> bool:
-    """Before the AM registered, the tracking URL is the RM's own page: there is nothing to follow yet."""
-    return "/proxy/" in (tracking_url or "")
 
 
 @dataclass

@@ -246,6 +246,11 @@ class Progress:
         return asdict(self)
 
 
+def is_proxied(tracking_url: str) -> bool:
+    """Before the AM registered, the tracking URL is the RM's own page: the AM serves nothing yet."""
+    return "/proxy/" in (tracking_url or "")
+
+
 def am_page_url(tracking_url: str, path: str) -> str:
     """A read-only page of the AM's server as the tracking URL (the RM's proxy, skein's web UI) serves it."""
     return f"{tracking_url.rstrip('/')}{AM_PAGES}{path}"

@@ -4,8 +4,8 @@ What skein's Java driver does for `Client.submit`, without starting a JVM in the
 client (1.6 s of every `ytf-submit`, and the 7.8 MB skein.jar uploaded again for
 every application): ask the RM for an application id, stage the files in
 `~/.skein/<app id>` the way skein's ApplicationMaster expects them (`.skein.proto`
-holding the finished spec, `.skein.crt`/`.skein.pem`, one `<service>.sh` per
-service), and submit the AM's launch context. skein's AM in the container is
+holding the finished spec, which names `.skein.crt`/`.skein.pem` and each
+service's `.skein.sh`), and submit the AM's launch context. skein's AM in the container is
 unchanged; it deletes the directory when the application ends. What does not
 change between applications (skein.jar, the user's skein credentials, the
 services' scripts) is uploaded once into `~/.tony-airflow/cache` (UserCache).

@@ -56,3 +56,23 @@ def test_refused_requests_are_counted_and_logged_as_a_rate_limited_summary(caplo
     with caplog.at_level(logging.WARNING, logger="tony.am.server"):
         asyncio.run(scenario())
     assert 1 <= len([r for r in caplog.records if "refused" in r.getMessage()]) <= 3
+
+
+def test_progress_is_served_unsigned_with_the_registrys_address():
+    """What `JobHandle.progress` reads through the tracking URL (it replaced skein's key-value store, #20)."""
+    async def scenario():
+        reg = Registry(make_job("ps:1,worker:2"), "app_1")
+        reg.new_attempt(1)
+        client = await serve(server.build_app(reg, SECRET, address=lambda: "10.0.0.5:4321"))
+        try:
+            body, headers = signed("POST", protocol.REGISTER, {"type": "worker", "index": 0, "attempt": 1,
+                                                               "host": "h", "port": 2222})
+            assert (await client.post(protocol.REGISTER, data=body, headers=headers)).status == 200
+            answer = await (await client.get(protocol.PROGRESS_JSON)).json()
+        finally:
+            await client.close()
+        progress = protocol.Progress.from_dict(answer["progress"])
+        assert answer["address"] == "10.0.0.5:4321"
+        assert progress == protocol.Progress(attempt=1, max_attempts=1, total=3, allocated=1, registered=1)
+
+    asyncio.run(scenario())
