@@ -4,7 +4,8 @@ Variants, interleaved run by run on the local cluster:
 - `ytf-submit` (a fresh process: Python start, submission over REST and WebHDFS, waiting),
 - the Python API (`TonyClient.submit` + `JobHandle.wait` in this process),
 - the floor: a bare skein application with the same three containers running the same command, no
-  registry, no AM of ours (skein's own AM starts them all at once).
+  registry, no AM of ours (skein's own AM starts them all at once),
+- TonY's own submitter (`ClusterSubmitter`, built from TONY_SRC by bench/peers/tony), when TONY_SRC is set.
 
 (a) gang start: submit -> the last of the three tasks has started the user command (each task writes
     time.time() into a shared directory; one machine, one clock);
@@ -33,6 +34,8 @@ import skein
 
 from bench import competitors
 from bench.local import local_cluster
+from bench.peers.tony import adapt as tony_adapt
+from bench.peers.tony import run as tony_run
 from bench.report import Report
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.spec import build_job_spec
@@ -45,6 +48,8 @@ TYPES = {"ps": 1, "worker": 2}
 MEMORY_MB = 512
 AIM_OVER_FLOOR_S = 2.0  # gang start at most this much later than a bare skein application's
 AIM_CLIENT_OVERHEAD_S = 1.5  # issue #20: ytf-submit's wall time over the application's own RM lifetime
+AIM_WALL_VS_TONY = 0.6       # issue #20: ytf-submit's wall time against TonY's, same job
+TONY = "TonY (ClusterSubmitter)"
 # every task stamps its start; workers then exit 0, ps serves until stopped (ours) or exits (the floor)
 STAMP = ("python3 -c \"import os,time; open(os.path.join('{d}', os.environ['DTF_TASK_JOB_NAME'] + '-' + "
          "os.environ['DTF_TASK_INDEX']), 'w').write(repr(time.time()))\"")
@@ -82,7 +87,12 @@ def _overhead(rm: ResourceManagerClient, app_id: str, wall: float) -> float:
     return wall - (report.finished_time - report.started_time) / 1000.0
 
 
-def run_cli(rm: ResourceManagerClient) -> tuple[float, float, float]:
+# one run: submit -> gang start, submit -> SUCCEEDED (the RM's finishedTime), the client's wall time
+# minus the application's RM lifetime, the client's wall time (both nan when no client waits)
+Sample = tuple[float, float, float, float]
+
+
+def run_cli(rm: ResourceManagerClient) -> Sample:
     stamps = tempfile.mkdtemp(prefix="latency-cli-")
     t0 = time.time()
     proc = subprocess.run([str(BIN / "ytf-submit"), "-r", "ps:1,worker:2", "-m", str(MEMORY_MB), "-n",
@@ -91,11 +101,11 @@ def run_cli(rm: ResourceManagerClient) -> tuple[float, float, float]:
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1:])
     app_id = proc.stdout.split("Submitted application ", 1)[1].split()[0]
-    return _gang_start(stamps, t0), _finished(rm, app_id, t0), _overhead(rm, app_id, wall)
+    return _gang_start(stamps, t0), _finished(rm, app_id, t0), _overhead(rm, app_id, wall), wall
 
 
 def run_api(client: TonyClient, rm: ResourceManagerClient,
-            sampler: RssSampler | None = None) -> tuple[float, float, float]:
+            sampler: RssSampler | None = None) -> Sample:
     stamps = tempfile.mkdtemp(prefix="latency-api-")
     job = build_job_spec({"cluster_requirement": "ps:1,worker:2", "task_memory": str(MEMORY_MB),
                           "name": "bench-latency-api", "command": _command(stamps)})
@@ -107,10 +117,10 @@ def run_api(client: TonyClient, rm: ResourceManagerClient,
     wall = time.time() - t0
     if sampler is not None:
         sampler.stop()
-    return _gang_start(stamps, t0), _finished(rm, handle.app_id, t0), _overhead(rm, handle.app_id, wall)
+    return _gang_start(stamps, t0), _finished(rm, handle.app_id, t0), _overhead(rm, handle.app_id, wall), wall
 
 
-def run_floor(client: TonyClient, rm: ResourceManagerClient) -> tuple[float, float, float]:
+def run_floor(client: TonyClient, rm: ResourceManagerClient) -> Sample:
     stamps = tempfile.mkdtemp(prefix="latency-floor-")
     services = {}
     for name, count in TYPES.items():
@@ -122,7 +132,21 @@ def run_floor(client: TonyClient, rm: ResourceManagerClient) -> tuple[float, flo
     t0 = time.time()
     app_id = client.submit_spec(spec)
     done = _finished(rm, app_id, t0)
-    return _gang_start(stamps, t0), done, math.nan  # no client waits on it
+    return _gang_start(stamps, t0), done, math.nan, math.nan  # no client waits on it
+
+
+def run_tony(jar: Path, rm: ResourceManagerClient) -> Sample:
+    """The same job with TonY's own client (bench/peers/tony): the same stamp, the same serving ps
+    (TonY does not wait for its ps: `tony.application.untracked.jobtypes` is ps by default)."""
+    stamps = tempfile.mkdtemp(prefix="latency-tony-")
+    conf = tony_run.write_conf(Path(stamps).with_suffix(".xml"), TYPES, MEMORY_MB)
+    command = "export DTF_TASK_JOB_NAME=$JOB_NAME DTF_TASK_INDEX=$TASK_INDEX; " + _command(stamps)
+    t0 = time.time()
+    run = tony_run.submit(jar, command, conf)
+    if run.returncode != 0:
+        raise RuntimeError(f"TonY {run.app_id} exited {run.returncode}: {run.log.strip().splitlines()[-2:]}")
+    return (_gang_start(stamps, t0), _finished(rm, run.app_id, t0), _overhead(rm, run.app_id, run.wall_s),
+            run.wall_s)
 
 
 class RssSampler:
@@ -158,24 +182,31 @@ class RssSampler:
 
 def run(runs: int = 5) -> Report:
     cluster = local_cluster()
-    results: dict[str, list[tuple[float, float, float]]] = {"ytf-submit": [], "Python API": [], "skein floor": []}
+    results: dict[str, list[Sample]] = {"ytf-submit": [], "Python API": [], "skein floor": []}
+    tony_jar, tony_why = _tony_jar()
+    if tony_jar is not None:
+        results[TONY] = []
     sampler = RssSampler(cluster)
     with TonyClient() as client:
         rm = client.rm
         for n in range(runs):
             results["ytf-submit"].append(run_cli(rm))
+            if tony_jar is not None:
+                results[TONY].append(run_tony(tony_jar, rm))
             results["Python API"].append(run_api(client, rm, sampler if n == 0 else None))
             results["skein floor"].append(run_floor(client, rm))
-            print(f"run {n + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f}/{v[-1][2]:.2f} s"
+            print(f"run {n + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f}/{v[-1][3]:.2f} s"
                                                for k, v in results.items()), file=sys.stderr)
-    medians = {k: tuple(statistics.median(r[i] for r in v) for i in range(3)) for k, v in results.items()}
-    floor_gang, floor_done, _ = medians["skein floor"]
+    medians = {k: tuple(statistics.median(r[i] for r in v) for i in range(4)) for k, v in results.items()}
+    floor_gang, floor_done = medians["skein floor"][:2]
+    tony_done = medians[TONY][1] if TONY in medians else math.nan
     rows = [[name, f"{gang:.2f}", f"{done:.2f}", f"{gang - floor_gang:+.2f}", f"{done / floor_done:.2f}",
-             "n/a" if math.isnan(over) else f"{over:.2f}", "n/a"]
-            for name, (gang, done, over) in medians.items()]
-    tony_short, tony_why = competitors.tony()
+             "n/a" if math.isnan(over) else f"{over:.2f}",
+             "n/a" if math.isnan(tony_done) else f"{done / tony_done:.2f}"]
+            for name, (gang, done, over, _) in medians.items()]
+    if tony_jar is None:
+        rows.append([TONY, "n/a", "n/a", "n/a", "n/a", "n/a", "TONY_SRC not set"])
     tf_yarn_short, tf_yarn_why = competitors.tf_yarn()
-    rows.append(["TonY 0.5.3", "n/a", "n/a", "n/a", "n/a", "n/a", tony_short])
     rows.append(["tf-yarn 0.7.0", "n/a", "n/a", "n/a", "n/a", "n/a", tf_yarn_short])
     return Report(
         name="launch_latency", title="Launch latency: a trivial ps:1,worker:2 job against the YARN floor",
@@ -190,10 +221,29 @@ def run(runs: int = 5) -> Report:
                "product, core/client.py); the floor is a bare skein application with skein's defaults",
                tony_why, tf_yarn_why],
         aims=[f"gang start within {AIM_OVER_FLOOR_S:.0f} s of the floor",
-              f"ytf-submit's wall time at most the application's RM lifetime + {AIM_CLIENT_OVERHEAD_S} s"],
-        verdicts=[_verdict(medians), _overhead_verdict(medians["ytf-submit"][2])],
+              f"ytf-submit's wall time at most the application's RM lifetime + {AIM_CLIENT_OVERHEAD_S} s",
+              f"ytf-submit's wall time at most {AIM_WALL_VS_TONY} x TonY's"],
+        verdicts=[_verdict(medians), _overhead_verdict(medians["ytf-submit"][2]), _tony_verdict(results)],
         data={"results": results, "rss_mib": {k: v / 1024 for k, v in sampler.peak.items()}},
         plot=_plot)
+
+
+def _tony_verdict(results: dict[str, list[Sample]]) -> str:
+    """The command's wall time, from start to exit, medians over the interleaved runs."""
+    if TONY not in results:
+        return "no TonY run (TONY_SRC not set): no ratio"
+    walls = {name: statistics.median(r[3] for r in results[name]) for name in ("ytf-submit", TONY)}
+    ratio = walls["ytf-submit"] / walls[TONY]
+    return (f"ytf-submit wall {walls['ytf-submit']:.2f} s, TonY {walls[TONY]:.2f} s: ratio {ratio:.2f}, "
+            + ("aim met" if ratio <= AIM_WALL_VS_TONY else "aim missed"))
+
+
+def _tony_jar() -> tuple[Path | None, str]:
+    """TonY built from TONY_SRC (bench/peers/tony), or why not."""
+    try:
+        return tony_adapt.build(), "TonY built from TONY_SRC with bench/peers/tony/pom.xml"
+    except tony_adapt.TonyBuildError as exc:
+        return None, f"TonY: {exc}"
 
 
 def _overhead_verdict(overhead: float) -> str:
@@ -203,7 +253,7 @@ def _overhead_verdict(overhead: float) -> str:
 
 def _verdict(medians: dict[str, tuple[float, ...]]) -> str:
     floor = medians["skein floor"][0]
-    over = {name: m[0] - floor for name, m in medians.items() if name != "skein floor"}
+    over = {name: m[0] - floor for name, m in medians.items() if name not in ("skein floor", TONY)}
     met = all(v <= AIM_OVER_FLOOR_S for v in over.values())
     return (", ".join(f"{name} {v:+.2f} s" for name, v in over.items()) + " over the floor: "
             + ("aim met" if met else "aim missed"))
@@ -213,7 +263,7 @@ def _plot(report: Report, axes: list) -> None:
     results = report.data["results"]
     names = list(results)
     for ax, which, label in ((axes[0], 0, "submit -> gang start (s)"), (axes[1], 1, "submit -> SUCCEEDED (s)")):
-        ax.boxplot([[r[which] for r in results[n]] for n in names])  # (gang, done, overhead) per run
+        ax.boxplot([[r[which] for r in results[n]] for n in names])
         ax.set_xticks(range(1, len(names) + 1), names)
         ax.set(ylabel=label, title=label.split(" (")[0])
         ax.grid(alpha=0.3)

@@ -6,8 +6,9 @@ from each epoch's begin to its end (checkpoint and TensorBoard callbacks
 included), so the figure is training throughput, not start-up: the main figure
 leaves out the first epoch, which also holds graph tracing and the wait for the
 other worker at the first collective; the figure over all epochs is shown too.
-Runs are interleaved; the table shows medians and the ratios.
-Aim: YARN / by hand >= 0.97.
+With TONY_SRC set, the same program also runs through TonY's own submitter
+(bench/peers/tony), same Python and TensorFlow. Runs are interleaved; the table
+shows medians and the ratios. Aim: YARN / by hand >= 0.97.
 
     .venv/bin/python -m bench.training_overhead [--runs 3] [--epochs 5] [--steps 100]
 """
@@ -25,7 +26,10 @@ import time
 from pathlib import Path
 
 from bench.local import local_cluster
+from bench.peers.tony import adapt as tony_adapt
+from bench.peers.tony import run as tony_run
 from bench.report import Report
+from tony_airflow.core.spec import DEFAULT_MEMORY_MB
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.local.config import free_ports
 
@@ -60,6 +64,19 @@ def through_yarn(epochs: int, steps: int) -> tuple[float, float]:
     return _speeds(json.loads(webhdfs().cat(f"{out}/metrics.json")))
 
 
+def through_tony(jar: Path, epochs: int, steps: int) -> tuple[float, float]:
+    """The same program with TonY's own submitter (bench/peers/tony): TonY writes TF_CONFIG itself; the
+    output is a local directory (one host), named to the tasks by the environment as ours is."""
+    out = tempfile.mkdtemp(prefix="overhead-tony-")
+    conf = tony_run.write_conf(Path(out + ".xml"), {"worker": 2}, DEFAULT_MEMORY_MB,
+                               {"tony.containers.envs": f"SKIP_HADOOP_PATH=true,DTF_OUTPUT_PATH={out}"})
+    run = tony_run.submit(jar, f"python3 -m tony_airflow.examples.digits_keras --epochs {epochs} "
+                               f"--steps-per-epoch {steps}", conf, timeout=900)
+    if run.returncode != 0:
+        raise RuntimeError(f"the TonY run {run.app_id} failed: {run.log.strip().splitlines()[-2:]}")
+    return _speeds(json.loads(Path(out, "metrics.json").read_text()))
+
+
 def _speeds(metrics: dict) -> tuple[float, float]:
     """(steps/s without the first epoch, steps/s over all epochs)."""
     return metrics["steady_steps_per_second"], metrics["steps_per_second"]
@@ -67,33 +84,47 @@ def _speeds(metrics: dict) -> tuple[float, float]:
 
 def run(runs: int = 3, epochs: int = 5, steps: int = 100) -> Report:
     local_cluster()
-    yarn, hand = [], []
+    try:
+        tony_jar: Path | None = tony_adapt.build()
+        tony_why = "TonY built from TONY_SRC with bench/peers/tony/pom.xml, same program, same Python and TensorFlow"
+    except tony_adapt.TonyBuildError as exc:
+        tony_jar, tony_why = None, f"TonY: {exc}"
+    yarn, hand, tony = [], [], []
     for n in range(runs):
         yarn.append(through_yarn(epochs, steps))
+        if tony_jar is not None:
+            tony.append(through_tony(tony_jar, epochs, steps))
         hand.append(by_hand(epochs, steps))
         print(f"run {n + 1}: YARN {yarn[-1][0]:.1f} ({yarn[-1][1]:.1f}) steps/s, "
-              f"by hand {hand[-1][0]:.1f} ({hand[-1][1]:.1f}) steps/s", file=sys.stderr)
+              f"by hand {hand[-1][0]:.1f} ({hand[-1][1]:.1f}) steps/s"
+              + (f", TonY {tony[-1][0]:.1f} ({tony[-1][1]:.1f})" if tony else ""), file=sys.stderr)
     y = [statistics.median(r[i] for r in yarn) for i in (0, 1)]
     h = [statistics.median(r[i] for r in hand) for i in (0, 1)]
+    t = [statistics.median(r[i] for r in tony) for i in (0, 1)] if tony else None
+    peer_rows = ([["TonY", f"{t[0]:.1f}", f"{t[1]:.1f}", ", ".join(f"{v:.1f}" for v, _ in tony)],
+                  ["TonY / by hand", f"{t[0] / h[0]:.3f}", f"{t[1] / h[1]:.3f}", ""],
+                  ["ours / TonY", f"{y[0] / t[0]:.3f}", f"{y[1] / t[1]:.3f}", ""]] if t else
+                 [["TonY", "n/a", "n/a", "TONY_SRC not set"]])
     return Report(
         name="training_overhead", title="Training throughput through YARN vs. a hand launch",
         command=f".venv/bin/python -m bench.training_overhead --runs {runs} --epochs {epochs} --steps {steps}",
         columns=["launch", "steps/s, epochs 2-N (median)", "steps/s, all epochs (median)", "runs (epochs 2-N)"],
         rows=[["YARN", f"{y[0]:.1f}", f"{y[1]:.1f}", ", ".join(f"{v:.1f}" for v, _ in yarn)],
               ["by hand", f"{h[0]:.1f}", f"{h[1]:.1f}", ", ".join(f"{v:.1f}" for v, _ in hand)],
-              ["ratio", f"{y[0] / h[0]:.3f}", f"{y[1] / h[1]:.3f}", ""]],
+              ["ratio", f"{y[0] / h[0]:.3f}", f"{y[1] / h[1]:.3f}", ""], *peer_rows],
         aims=[f"YARN / by hand >= {AIM_RATIO} (epochs 2-N)"],
         verdicts=[f"ratio {y[0] / h[0]:.3f}: aim {'met' if y[0] / h[0] >= AIM_RATIO else 'missed'}"],
         notes=[f"MultiWorkerMirroredStrategy, 2 workers, digits, {epochs}x{steps} steps, median of {runs} "
                f"interleaved runs, {os.cpu_count()} cores; steps/s measured by the training program; the first "
-               "epoch also holds graph tracing and the workers' rendezvous at the first collective"],
-        data={"yarn": yarn, "hand": hand}, plot=_plot, panels=1)
+               "epoch also holds graph tracing and the workers' rendezvous at the first collective", tony_why],
+        data={"yarn": yarn, "hand": hand, "tony": tony}, plot=_plot, panels=1)
 
 
 def _plot(report: Report, axes: list) -> None:
     ax = axes[0]
-    ax.bar(["YARN", "by hand"], [statistics.median(r[0] for r in report.data["yarn"]),
-                                 statistics.median(r[0] for r in report.data["hand"])], color=["#1a73e8", "#999999"])
+    bars = {"YARN (ours)": report.data["yarn"], "by hand": report.data["hand"], "TonY": report.data.get("tony")}
+    shown = {name: statistics.median(r[0] for r in runs) for name, runs in bars.items() if runs}
+    ax.bar(list(shown), list(shown.values()), color=["#1a73e8", "#999999", "#e37400"][:len(shown)])
     ax.set(ylabel="steps per second, epochs 2-N (median)", title="training throughput")
 
 

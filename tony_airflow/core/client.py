@@ -154,11 +154,11 @@ class JobHandle:
         """The registry's host:port, as the AM's progress page last gave it (direct, not proxied)."""
         return self._am_address
 
-    def progress(self) -> Progress | None:
+    def progress(self, report: ApplicationReport | None = None) -> Progress | None:
         """The AM's own counts (allocated, registered, ...), read from its page through the tracking URL
-        of the last report; None before the AM serves it, and after the application ended."""
-        report = self.last_report
-        if report is None or report.state != "RUNNING" or not is_proxied(report.tracking_url):
+        of `report` (a fresh one when not given); None before the AM serves it, and after the end."""
+        report = report or self.status()
+        if report.state != "RUNNING" or not is_proxied(report.tracking_url):
             return None
         try:
             resp = httpx.get(am_page_url(report.tracking_url, PROGRESS_JSON), auth=self.rm.auth,
@@ -192,7 +192,7 @@ class JobHandle:
             report = self.status()
             if report.is_terminal:
                 return code
-            progress, address = self.progress(), self.am_address
+            progress, address = self.progress(report), self.am_address
             if progress is None or address is None or progress.attempt <= done_attempt:
                 time.sleep(poll)
                 continue
@@ -237,7 +237,7 @@ class JobHandle:
         fast = 0
         while True:
             report = self.status()
-            progress = self.progress() if not report.is_terminal else None
+            progress = self.progress(report) if not report.is_terminal else None
             known = progress or known
             key = (report.state, report.final_status, progress)
             if on_change is not None and key != seen:

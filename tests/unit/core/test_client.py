@@ -51,12 +51,11 @@ def test_a_reconnected_handle_reads_progress_from_the_am_page_and_refuses_local_
         return httpx.Response(200, json=body, request=httpx.Request("GET", url))
 
     monkeypatch.setattr(client_module.httpx, "get", get)
-    handle = JobHandle("application_1_1", rm=SimpleNamespace(auth=None))
-    assert handle.progress() is None  # no report yet: nothing asked
-    handle.last_report = ApplicationReport("application_1_1", "ACCEPTED", "UNDEFINED", tracking_url="http://rm/cluster")
+    reports = [ApplicationReport("application_1_1", "ACCEPTED", "UNDEFINED", tracking_url="http://rm/cluster"),
+               ApplicationReport("application_1_1", "RUNNING", "UNDEFINED", tracking_url=tracking)]
+    handle = JobHandle("application_1_1", rm=SimpleNamespace(auth=None, application=lambda app_id: reports.pop(0)))
     assert handle.progress() is None and asked == []  # the AM has not registered: nothing to ask
-    handle.last_report = ApplicationReport("application_1_1", "RUNNING", "UNDEFINED", tracking_url=tracking)
-    progress = handle.progress()
+    progress = handle.progress()  # without a report: asks the RM for one first
     assert progress is not None and progress.total == 2 and progress.allocated == 1
     assert asked == [tracking + "pages/tony/progress.json"] and handle._am_address == "10.0.0.5:4321"
     with pytest.raises(UsageError, match="client mode"):
@@ -75,12 +74,11 @@ def test_progress_is_none_when_the_am_page_does_not_answer(monkeypatch):
 
     monkeypatch.setattr(client_module.httpx, "get", refuse)
     handle = JobHandle("application_1_1", rm=SimpleNamespace(auth=None))
-    handle.last_report = ApplicationReport("application_1_1", "RUNNING", "UNDEFINED",
-                                           tracking_url="http://rm/proxy/application_1_1/")
-    assert handle.progress() is None
+    running = ApplicationReport("application_1_1", "RUNNING", "UNDEFINED", tracking_url="http://rm/proxy/application_1_1/")
+    assert handle.progress(running) is None
     monkeypatch.setattr(client_module.httpx, "get", lambda url, **k: httpx.Response(
         404, text="<html>no such page</html>", request=httpx.Request("GET", url)))
-    assert handle.progress() is None
+    assert handle.progress(running) is None
 
 
 def test_wait_looks_more_often_once_every_task_has_ended(monkeypatch):
@@ -99,7 +97,7 @@ def test_wait_looks_more_often_once_every_task_has_ended(monkeypatch):
             return ApplicationReport(app_id, state, final)
 
     handle = JobHandle("application_1_0001", RM())  # type: ignore[arg-type]
-    monkeypatch.setattr(handle, "progress", lambda: progress.pop(0))
+    monkeypatch.setattr(handle, "progress", lambda report=None: progress.pop(0))
     slept: list[float] = []
     monkeypatch.setattr(client_module.time, "sleep", slept.append)
     assert handle.wait(poll=5.0).final_status == "SUCCEEDED"
@@ -123,7 +121,7 @@ def test_wait_keeps_looking_often_when_the_ending_am_stops_answering(monkeypatch
             return ApplicationReport(app_id, state, final)
 
     handle = JobHandle("application_1_0001", RM())  # type: ignore[arg-type]
-    monkeypatch.setattr(handle, "progress", lambda: progress.pop(0))
+    monkeypatch.setattr(handle, "progress", lambda report=None: progress.pop(0))
     slept: list[float] = []
     monkeypatch.setattr(client_module.time, "sleep", slept.append)
     assert handle.wait(poll=1.0).final_status == "SUCCEEDED"
@@ -148,7 +146,7 @@ def test_the_quick_endgame_polls_are_bounded_when_the_am_stays_silent(monkeypatc
             return ApplicationReport(app_id, state, final)
 
     handle = JobHandle("application_1_0001", RM())  # type: ignore[arg-type]
-    monkeypatch.setattr(handle, "progress", lambda: progress.pop(0))
+    monkeypatch.setattr(handle, "progress", lambda report=None: progress.pop(0))
     slept: list[float] = []
     monkeypatch.setattr(client_module.time, "sleep", slept.append)
     handle.wait(poll=3.0)

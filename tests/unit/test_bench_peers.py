@@ -1,0 +1,49 @@
+"""The TonY peer (issue #20): built from a checkout outside the repository, adapted in a few imports."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.peers.tony import adapt, run
+
+
+def test_tonys_hadoop2_imports_are_moved_to_hadoop_3_4():
+    java = """import com.google.protobuf.BlockingService;
+import azkaban.jobtype.HadoopConfigurationInjector;
+import azkaban.utils.Props;
+import org.apache.commons.lang.StringUtils;
+import org.apache.commons.collections.CollectionUtils;
+import org.codehaus.jackson.map.ObjectMapper;
+import org.apache.hadoop.ipc.ProtobufRpcEngine;
+class C { void f() {
+    RPC.setProtocolEngine(conf, TonyClusterPB.class, ProtobufRpcEngine.class);
+    HadoopConfigurationInjector.injectResources(new Props() /* ignored */);
+} }
+"""
+    out = adapt.adapt_java(java)
+    assert "import org.apache.hadoop.thirdparty.protobuf.BlockingService;" in out
+    assert "azkaban" not in out and "HadoopConfigurationInjector" not in out
+    assert "org.apache.commons.lang3.StringUtils" in out and "org.apache.commons.collections4.CollectionUtils" in out
+    assert "com.fasterxml.jackson.databind.ObjectMapper" in out
+    assert "import org.apache.hadoop.ipc.ProtobufRpcEngine2;" in out and "ProtobufRpcEngine2.class" in out
+    assert "ProtobufRpcEngine22" not in adapt.adapt_java(out)  # adapting twice changes nothing more
+
+
+def test_without_tony_src_the_build_says_what_to_set(monkeypatch, tmp_path):
+    monkeypatch.delenv("TONY_SRC", raising=False)
+    with pytest.raises(adapt.TonyBuildError, match="TONY_SRC is not set: set it to a checkout of"):
+        adapt.build()
+    monkeypatch.setenv("TONY_SRC", str(tmp_path))
+    with pytest.raises(adapt.TonyBuildError, match="is not a TonY checkout"):
+        adapt.build()
+
+
+def test_tony_conf_names_every_task_type_with_security_off(tmp_path):
+    text = run.write_conf(tmp_path / "tony.xml", {"ps": 1, "worker": 2}, 512,
+                          {"tony.containers.envs": "SKIP_HADOOP_PATH=true,A=1"}).read_text()
+    for expected in ("<name>tony.ps.instances</name><value>1</value>",
+                     "<name>tony.worker.instances</name><value>2</value>",
+                     "<name>tony.worker.memory</name><value>512m</value>",
+                     "<name>tony.application.security.enabled</name><value>false</value>",
+                     "<name>tony.containers.envs</name><value>SKIP_HADOOP_PATH=true,A=1</value>"):
+        assert expected in text
