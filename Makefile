@@ -32,13 +32,14 @@ test: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 ## make bench: every benchmark on the local cluster; writes docs/BENCHMARKS.md and docs/bench/*.png.
-## tf-yarn goes into a venv of its own beside our dependencies (it would downgrade python-dateutil
-## in ours), to show whether it runs there.
+## The peers run beside ours: TonY built from a checkout named by TONY_SRC (bench/peers/tony), and
+## tf-yarn 0.7.0 from a venv of its own with the TensorFlow it needs (2.15: tf.estimator).
 TFYARN_VENV ?= .venv-tfyarn
-$(TFYARN_VENV)/.installed: pyproject.toml
+TFYARN_REQUIREMENTS = tf-yarn==0.7.0 tensorflow-cpu==2.15.*
+$(TFYARN_VENV)/.installed: Makefile
 	@test -x $(TFYARN_VENV)/bin/python || $(PYTHON) -m venv $(TFYARN_VENV)
 	$(TFYARN_VENV)/bin/python -m pip install -q --upgrade pip
-	$(TFYARN_VENV)/bin/python -m pip install -q -e '.[tensorflow,tfyarn]'
+	$(TFYARN_VENV)/bin/python -m pip install -q $(foreach r,$(TFYARN_REQUIREMENTS),'$(r)')
 	@touch $@
 
 bench: $(STAMP) $(TFYARN_VENV)/.installed

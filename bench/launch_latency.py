@@ -5,14 +5,15 @@ Variants, interleaved run by run on the local cluster:
 - the Python API (`TonyClient.submit` + `JobHandle.wait` in this process),
 - the floor: a bare skein application with the same three containers running the same command, no
   registry, no AM of ours (skein's own AM starts them all at once),
-- TonY's own submitter (`ClusterSubmitter`, built from TONY_SRC by bench/peers/tony), when TONY_SRC is set.
+- TonY's own submitter (`ClusterSubmitter`, built from TONY_SRC by bench/peers/tony), when TONY_SRC is set,
+- tf-yarn's run_on_yarn (bench/peers/tfyarn, its own venv named by TONY_BENCH_TFYARN_PYTHON), when set.
 
 (a) gang start: submit -> the last of the three tasks has started the user command (each task writes
     time.time() into a shared directory; one machine, one clock);
 (b) submit -> SUCCEEDED: the ResourceManager's finishedTime.
+(c) the client's wall time minus the application's RM lifetime (what the client adds).
 Also the peak resident memory of our AM and of one executor, sampled from /proc during a run.
-TonY 0.5.3 and tf-yarn have rows that say, from a live check (`bench/competitors.py`), why
-they have no figures.
+A peer that cannot run has a row or a note that says why.
 
     .venv/bin/python -m bench.launch_latency [--runs 5]
 """
@@ -32,8 +33,8 @@ from pathlib import Path
 
 import skein
 
-from bench import competitors
 from bench.local import local_cluster
+from bench.peers.tfyarn import runner as tfyarn_runner
 from bench.peers.tony import adapt as tony_adapt
 from bench.peers.tony import run as tony_run
 from bench.report import Report
@@ -50,6 +51,7 @@ AIM_OVER_FLOOR_S = 2.0  # gang start at most this much later than a bare skein a
 AIM_CLIENT_OVERHEAD_S = 1.5  # issue #20: ytf-submit's wall time over the application's own RM lifetime
 AIM_WALL_VS_TONY = 0.6       # issue #20: ytf-submit's wall time against TonY's, same job
 TONY = "TonY (ClusterSubmitter)"
+TF_YARN = "tf-yarn (run_on_yarn)"
 # every task stamps its start; workers then exit 0, ps serves until stopped (ours) or exits (the floor)
 STAMP = ("python3 -c \"import os,time; open(os.path.join('{d}', os.environ['DTF_TASK_JOB_NAME'] + '-' + "
          "os.environ['DTF_TASK_INDEX']), 'w').write(repr(time.time()))\"")
@@ -149,6 +151,16 @@ def run_tony(jar: Path, rm: ResourceManagerClient) -> Sample:
             run.wall_s)
 
 
+def run_tfyarn(tfyarn: tfyarn_runner.TfYarn, rm: ResourceManagerClient) -> Sample:
+    """The same job through tf-yarn's run_on_yarn (bench/peers/tfyarn): chief, worker and ps each stamp
+    their start between tf-yarn's init and stop barriers."""
+    stamps = tempfile.mkdtemp(prefix="latency-tfyarn-")
+    os.chmod(stamps, 0o777)
+    t0 = time.time()
+    app_id, wall = tfyarn_runner.submit(tfyarn, stamps, MEMORY_MB)
+    return _gang_start(stamps, t0), _finished(rm, app_id, t0), _overhead(rm, app_id, wall), wall
+
+
 class RssSampler:
     """Peak RSS (KiB) of our AM and of one executor while a job runs."""
 
@@ -186,6 +198,9 @@ def run(runs: int = 5) -> Report:
     tony_jar, tony_why = _tony_jar()
     if tony_jar is not None:
         results[TONY] = []
+    tfyarn, tfyarn_why = tfyarn_runner.available()
+    if tfyarn is not None:
+        results[TF_YARN] = []
     sampler = RssSampler(cluster)
     with TonyClient() as client:
         rm = client.rm
@@ -193,6 +208,8 @@ def run(runs: int = 5) -> Report:
             results["ytf-submit"].append(run_cli(rm))
             if tony_jar is not None:
                 results[TONY].append(run_tony(tony_jar, rm))
+            if tfyarn is not None:
+                results[TF_YARN].append(run_tfyarn(tfyarn, rm))
             results["Python API"].append(run_api(client, rm, sampler if n == 0 else None))
             results["skein floor"].append(run_floor(client, rm))
             print(f"run {n + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f}/{v[-1][3]:.2f} s"
@@ -206,8 +223,8 @@ def run(runs: int = 5) -> Report:
             for name, (gang, done, over, _) in medians.items()]
     if tony_jar is None:
         rows.append([TONY, "n/a", "n/a", "n/a", "n/a", "n/a", "TONY_SRC not set"])
-    tf_yarn_short, tf_yarn_why = competitors.tf_yarn()
-    rows.append(["tf-yarn 0.7.0", "n/a", "n/a", "n/a", "n/a", "n/a", tf_yarn_short])
+    if tfyarn is None:
+        rows.append([TF_YARN, "n/a", "n/a", "n/a", "n/a", "n/a", "not available (see the notes)"])
     return Report(
         name="launch_latency", title="Launch latency: a trivial ps:1,worker:2 job against the YARN floor",
         command=f".venv/bin/python -m bench.launch_latency --runs {runs}",
@@ -219,7 +236,10 @@ def run(runs: int = 5) -> Report:
                f"{sampler.peak['executor'] / 1024:.0f} MiB",
                "ours starts skein's Java AM with -XX:TieredStopAtLevel=1 -XX:+UseSerialGC (part of the "
                "product, core/client.py); the floor is a bare skein application with skein's defaults",
-               tony_why, tf_yarn_why],
+               tony_why, tfyarn_why,
+               "tf-yarn's client polls every 10 s; it runs with 1 s here (bench/peers/tfyarn/submit.py), as ours "
+               "(ytf-submit: 1 s, 0.2 s at the end) and TonY's (1 s) do; its tasks import TensorFlow before the "
+               "barrier, as tf-yarn's own tasks do"],
         aims=[f"gang start within {AIM_OVER_FLOOR_S:.0f} s of the floor",
               f"ytf-submit's wall time at most the application's RM lifetime + {AIM_CLIENT_OVERHEAD_S} s",
               f"ytf-submit's wall time at most {AIM_WALL_VS_TONY} x TonY's"],
@@ -253,7 +273,7 @@ def _overhead_verdict(overhead: float) -> str:
 
 def _verdict(medians: dict[str, tuple[float, ...]]) -> str:
     floor = medians["skein floor"][0]
-    over = {name: m[0] - floor for name, m in medians.items() if name not in ("skein floor", TONY)}
+    over = {name: m[0] - floor for name, m in medians.items() if name not in ("skein floor", TONY, TF_YARN)}
     met = all(v <= AIM_OVER_FLOOR_S for v in over.values())
     return (", ".join(f"{name} {v:+.2f} s" for name, v in over.items()) + " over the floor: "
             + ("aim met" if met else "aim missed"))

@@ -47,3 +47,21 @@ def test_tony_conf_names_every_task_type_with_security_off(tmp_path):
                      "<name>tony.application.security.enabled</name><value>false</value>",
                      "<name>tony.containers.envs</name><value>SKIP_HADOOP_PATH=true,A=1</value>"):
         assert expected in text
+
+
+def test_without_its_venv_tf_yarn_says_what_to_set(monkeypatch):
+    from bench.peers.tfyarn import runner
+
+    monkeypatch.delenv(runner.PYTHON_ENV, raising=False)
+    found, why = runner.available()
+    assert found is None and "TONY_BENCH_TFYARN_PYTHON is not set" in why and ".venv-tfyarn" in why
+
+
+def test_a_venv_without_tf_yarn_is_named_with_its_error(monkeypatch):
+    import sys
+
+    from bench.peers.tfyarn import runner
+
+    monkeypatch.setenv(runner.PYTHON_ENV, sys.executable)  # ours: no tf_yarn
+    found, why = runner.available()
+    assert found is None and "import tf_yarn.tensorflow" in why and "ModuleNotFoundError" in why

@@ -1,0 +1,52 @@
+"""Submit the trivial benchmark job with tf-yarn and wait for it, as its users do (`run_on_yarn`).
+
+Run by `.venv-tfyarn`'s Python (tf-yarn 0.7.0, TensorFlow 2.15: tf-yarn needs tf.estimator);
+prints the application id on its last line. The same three tasks as ours and TonY's: tf-yarn
+needs a chief, so chief:1, worker:1, ps:1. tf-yarn's client polls the application every 10 s;
+`--poll` sets that interval (1 s, as ours and TonY's) so that the wall times compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pex", required=True, help="the packed environment, an hdfs:// URI (uploaded once)")
+    parser.add_argument("--stamps", required=True)
+    parser.add_argument("--memory", type=int, default=512)
+    parser.add_argument("--poll", type=int, default=1)
+    parser.add_argument("--pex-root", default="/tmp/tony-bench-pex-root")
+    args = parser.parse_args()
+
+    from tf_yarn import client
+    from tf_yarn.tensorflow import TaskSpec, run_on_yarn
+
+    defaults = list(client._execute_and_await_termination.__defaults__ or ())
+    defaults[-1] = args.poll  # poll_every_secs
+    client._execute_and_await_termination.__defaults__ = tuple(defaults)
+    found: list[str] = []
+
+    class Ids(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            found.extend(re.findall(r"application_\d+_\d+", record.getMessage()))
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    logging.getLogger().addHandler(Ids())
+    spec = {name: TaskSpec(memory=args.memory, vcores=1, instances=1) for name in ("chief", "worker", "ps")}
+    run_on_yarn(lambda: None, spec, pyenv_zip_path=args.pex, custom_task_module="trivial_task",
+                files={"trivial_task.py": str(HERE / "trivial_task.py")},
+                env={"PEX_ROOT": args.pex_root, "BENCH_STAMPS": args.stamps, "PYTHONPATH": "."},
+                name="bench-latency-tfyarn")
+    print(found[-1] if found else "no application id seen")
+
+
+if __name__ == "__main__":
+    main()
