@@ -35,11 +35,13 @@ test: $(STAMP) browser
 ## The peers run beside ours: TonY built from a checkout named by TONY_SRC (bench/peers/tony), and
 ## tf-yarn 0.7.0 from a venv of its own with the TensorFlow it needs (2.15: tf.estimator).
 TFYARN_VENV ?= .venv-tfyarn
+## tf-keras without its dependencies: it asks for `tensorflow`, the GPU build, beside tensorflow-cpu.
 TFYARN_REQUIREMENTS = tf-yarn==0.7.0 tensorflow-cpu==2.15.*
 $(TFYARN_VENV)/.installed: Makefile
 	@test -x $(TFYARN_VENV)/bin/python || $(PYTHON) -m venv $(TFYARN_VENV)
 	$(TFYARN_VENV)/bin/python -m pip install -q --upgrade pip
 	$(TFYARN_VENV)/bin/python -m pip install -q $(foreach r,$(TFYARN_REQUIREMENTS),'$(r)')
+	$(TFYARN_VENV)/bin/python -m pip install -q --no-deps 'tf-keras==2.15.*'
 	@touch $@
 
 bench: $(STAMP) $(TFYARN_VENV)/.installed

@@ -157,7 +157,7 @@ def run_tfyarn(tfyarn: tfyarn_runner.TfYarn, rm: ResourceManagerClient) -> Sampl
     stamps = tempfile.mkdtemp(prefix="latency-tfyarn-")
     os.chmod(stamps, 0o777)
     t0 = time.time()
-    app_id, wall = tfyarn_runner.submit(tfyarn, stamps, MEMORY_MB)
+    app_id, wall = tfyarn_runner.submit(tfyarn, {"BENCH_STAMPS": stamps}, MEMORY_MB)
     return _gang_start(stamps, t0), _finished(rm, app_id, t0), _overhead(rm, app_id, wall), wall
 
 

@@ -7,8 +7,10 @@ included), so the figure is training throughput, not start-up: the main figure
 leaves out the first epoch, which also holds graph tracing and the wait for the
 other worker at the first collective; the figure over all epochs is shown too.
 With TONY_SRC set, the same program also runs through TonY's own submitter
-(bench/peers/tony), same Python and TensorFlow. Runs are interleaved; the table
-shows medians and the ratios. Aim: YARN / by hand >= 0.97.
+(bench/peers/tony); with tf-yarn's venv (TONY_BENCH_TFYARN_PYTHON), through
+tf-yarn (bench/peers/tfyarn), and then every launcher trains with that venv's
+Python and TensorFlow 2.15, the one tf-yarn needs. Runs are interleaved; the
+table shows medians and the ratios. Aim: YARN / by hand >= 0.97.
 
     .venv/bin/python -m bench.training_overhead [--runs 3] [--epochs 5] [--steps 100]
 """
@@ -23,9 +25,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.local import local_cluster
+from bench.peers.tfyarn import runner as tfyarn_runner
 from bench.peers.tony import adapt as tony_adapt
 from bench.peers.tony import run as tony_run
 from bench.report import Report
@@ -34,46 +38,72 @@ from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.local.config import free_ports
 
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
 AIM_RATIO = 0.97  # steps/s through YARN against a hand launch, epochs 2-N
+PROGRAM = "-m tony_airflow.examples.digits_keras --epochs {epochs} --steps-per-epoch {steps}"
 
 
-def by_hand(epochs: int, steps: int) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Program:
+    """The Python that runs the training in every launcher: tf-yarn's (TensorFlow 2.15, which tf-yarn
+    needs) when it is there, so that all of them train with the same TensorFlow, else ours."""
+
+    python: str
+    label: str
+
+    def command(self, epochs: int, steps: int) -> str:
+        """A shell command (ours, TonY's); the repository on PYTHONPATH: one host."""
+        return f"env PYTHONPATH={REPO} {self.python} " + PROGRAM.format(epochs=epochs, steps=steps)
+
+    def argv(self, epochs: int, steps: int) -> list[str]:
+        return [self.python, *PROGRAM.format(epochs=epochs, steps=steps).split()]
+
+
+def by_hand(program: Program, epochs: int, steps: int) -> tuple[float, float]:
     out = tempfile.mkdtemp(prefix="overhead-hand-")
     hosts = [f"localhost:{p}" for p in free_ports(2)]
     procs = []
     for index in range(2):
-        env = dict(os.environ, DTF_OUTPUT_PATH=out, TF_CONFIG=json.dumps(
+        env = dict(os.environ, DTF_OUTPUT_PATH=out, PYTHONPATH=str(REPO), TF_CONFIG=json.dumps(
             {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": index}}))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "tony_airflow.examples.digits_keras", "--epochs", str(epochs),
-             "--steps-per-epoch", str(steps)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(subprocess.Popen(program.argv(epochs, steps), env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
     for proc in procs:
         if proc.wait(timeout=900) != 0:
             raise RuntimeError("the hand-launched run failed")
     return _speeds(json.loads(Path(out, "metrics.json").read_text()))
 
 
-def through_yarn(epochs: int, steps: int) -> tuple[float, float]:
+def through_yarn(program: Program, epochs: int, steps: int) -> tuple[float, float]:
     out = f"/tmp/bench/overhead/{time.time_ns()}"
     proc = subprocess.run(
         [str(BIN / "ytf-submit"), "-r", "worker:2", "-o", f"hdfs://{out}", "-n", "bench-overhead",
-         f"python3 -m tony_airflow.examples.digits_keras --epochs {epochs} --steps-per-epoch {steps}"],
-        capture_output=True, text=True, timeout=900)
+         program.command(epochs, steps)], capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"the YARN run failed: {proc.stderr.strip().splitlines()[-1:]}")
     return _speeds(json.loads(webhdfs().cat(f"{out}/metrics.json")))
 
 
-def through_tony(jar: Path, epochs: int, steps: int) -> tuple[float, float]:
+def through_tony(jar: Path, program: Program, epochs: int, steps: int) -> tuple[float, float]:
     """The same program with TonY's own submitter (bench/peers/tony): TonY writes TF_CONFIG itself; the
     output is a local directory (one host), named to the tasks by the environment as ours is."""
     out = tempfile.mkdtemp(prefix="overhead-tony-")
     conf = tony_run.write_conf(Path(out + ".xml"), {"worker": 2}, DEFAULT_MEMORY_MB,
                                {"tony.containers.envs": f"SKIP_HADOOP_PATH=true,DTF_OUTPUT_PATH={out}"})
-    run = tony_run.submit(jar, f"python3 -m tony_airflow.examples.digits_keras --epochs {epochs} "
-                               f"--steps-per-epoch {steps}", conf, timeout=900)
+    run = tony_run.submit(jar, program.command(epochs, steps), conf, timeout=900)
     if run.returncode != 0:
         raise RuntimeError(f"the TonY run {run.app_id} failed: {run.log.strip().splitlines()[-2:]}")
+    return _speeds(json.loads(Path(out, "metrics.json").read_text()))
+
+
+def through_tfyarn(tfyarn: tfyarn_runner.TfYarn, epochs: int, steps: int) -> tuple[float, float]:
+    """The same program between tf-yarn's barriers (bench/peers/tfyarn/train_task.py), chief + worker:
+    the same two replicas as the others' two workers."""
+    out = tempfile.mkdtemp(prefix="overhead-tfyarn-")
+    os.chmod(out, 0o777)
+    env = {"DTF_OUTPUT_PATH": out, "PYTHONPATH": f".:{REPO}",
+           "BENCH_TRAIN_ARGS": f"--epochs {epochs} --steps-per-epoch {steps}"}
+    tfyarn_runner.submit(tfyarn, env, DEFAULT_MEMORY_MB, task="train_task", types="chief,worker")
     return _speeds(json.loads(Path(out, "metrics.json").read_text()))
 
 
@@ -89,22 +119,25 @@ def run(runs: int = 3, epochs: int = 5, steps: int = 100) -> Report:
         tony_why = "TonY built from TONY_SRC with bench/peers/tony/pom.xml, same program, same Python and TensorFlow"
     except tony_adapt.TonyBuildError as exc:
         tony_jar, tony_why = None, f"TonY: {exc}"
-    yarn, hand, tony = [], [], []
+    tfyarn, tfyarn_why = tfyarn_runner.available()
+    program = (Program(tfyarn.python, f"the training runs with tf-yarn's venv ({tfyarn.python}) in every launcher")
+               if tfyarn else Program(sys.executable, f"the training runs with {sys.executable} (no tf-yarn venv)"))
+    yarn, hand, tony, tfy = [], [], [], []
     for n in range(runs):
-        yarn.append(through_yarn(epochs, steps))
+        yarn.append(through_yarn(program, epochs, steps))
         if tony_jar is not None:
-            tony.append(through_tony(tony_jar, epochs, steps))
-        hand.append(by_hand(epochs, steps))
+            tony.append(through_tony(tony_jar, program, epochs, steps))
+        if tfyarn is not None:
+            tfy.append(through_tfyarn(tfyarn, epochs, steps))
+        hand.append(by_hand(program, epochs, steps))
         print(f"run {n + 1}: YARN {yarn[-1][0]:.1f} ({yarn[-1][1]:.1f}) steps/s, "
               f"by hand {hand[-1][0]:.1f} ({hand[-1][1]:.1f}) steps/s"
-              + (f", TonY {tony[-1][0]:.1f} ({tony[-1][1]:.1f})" if tony else ""), file=sys.stderr)
+              + (f", TonY {tony[-1][0]:.1f} ({tony[-1][1]:.1f})" if tony else "")
+              + (f", tf-yarn {tfy[-1][0]:.1f} ({tfy[-1][1]:.1f})" if tfy else ""), file=sys.stderr)
     y = [statistics.median(r[i] for r in yarn) for i in (0, 1)]
     h = [statistics.median(r[i] for r in hand) for i in (0, 1)]
-    t = [statistics.median(r[i] for r in tony) for i in (0, 1)] if tony else None
-    peer_rows = ([["TonY", f"{t[0]:.1f}", f"{t[1]:.1f}", ", ".join(f"{v:.1f}" for v, _ in tony)],
-                  ["TonY / by hand", f"{t[0] / h[0]:.3f}", f"{t[1] / h[1]:.3f}", ""],
-                  ["ours / TonY", f"{y[0] / t[0]:.3f}", f"{y[1] / t[1]:.3f}", ""]] if t else
-                 [["TonY", "n/a", "n/a", "TONY_SRC not set"]])
+    peer_rows = (_peer_rows("TonY", tony, y, h) if tony else [["TonY", "n/a", "n/a", "TONY_SRC not set"]])
+    peer_rows += (_peer_rows("tf-yarn", tfy, y, h) if tfy else [["tf-yarn", "n/a", "n/a", "no tf-yarn venv"]])
     return Report(
         name="training_overhead", title="Training throughput through YARN vs. a hand launch",
         command=f".venv/bin/python -m bench.training_overhead --runs {runs} --epochs {epochs} --steps {steps}",
@@ -116,15 +149,24 @@ def run(runs: int = 3, epochs: int = 5, steps: int = 100) -> Report:
         verdicts=[f"ratio {y[0] / h[0]:.3f}: aim {'met' if y[0] / h[0] >= AIM_RATIO else 'missed'}"],
         notes=[f"MultiWorkerMirroredStrategy, 2 workers, digits, {epochs}x{steps} steps, median of {runs} "
                f"interleaved runs, {os.cpu_count()} cores; steps/s measured by the training program; the first "
-               "epoch also holds graph tracing and the workers' rendezvous at the first collective", tony_why],
-        data={"yarn": yarn, "hand": hand, "tony": tony}, plot=_plot, panels=1)
+               "epoch also holds graph tracing and the workers' rendezvous at the first collective",
+               program.label, tony_why, tfyarn_why],
+        data={"yarn": yarn, "hand": hand, "tony": tony, "tf-yarn": tfy}, plot=_plot, panels=1)
+
+
+def _peer_rows(name: str, runs: list[tuple[float, float]], ours: list[float], hand: list[float]) -> list[list[str]]:
+    p = [statistics.median(r[i] for r in runs) for i in (0, 1)]
+    return [[name, f"{p[0]:.1f}", f"{p[1]:.1f}", ", ".join(f"{v:.1f}" for v, _ in runs)],
+            [f"{name} / by hand", f"{p[0] / hand[0]:.3f}", f"{p[1] / hand[1]:.3f}", ""],
+            [f"ours / {name}", f"{ours[0] / p[0]:.3f}", f"{ours[1] / p[1]:.3f}", ""]]
 
 
 def _plot(report: Report, axes: list) -> None:
     ax = axes[0]
-    bars = {"YARN (ours)": report.data["yarn"], "by hand": report.data["hand"], "TonY": report.data.get("tony")}
+    bars = {"YARN (ours)": report.data["yarn"], "by hand": report.data["hand"], "TonY": report.data.get("tony"),
+            "tf-yarn": report.data.get("tf-yarn")}
     shown = {name: statistics.median(r[0] for r in runs) for name, runs in bars.items() if runs}
-    ax.bar(list(shown), list(shown.values()), color=["#1a73e8", "#999999", "#e37400"][:len(shown)])
+    ax.bar(list(shown), list(shown.values()), color=["#1a73e8", "#999999", "#e37400", "#188038"][:len(shown)])
     ax.set(ylabel="steps per second, epochs 2-N (median)", title="training throughput")
 
 

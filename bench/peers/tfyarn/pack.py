@@ -40,8 +40,10 @@ def build_pex(python: str) -> Path:
     listing = CACHE / f"tfyarn-{digest}.txt"
     listing.write_text("\n".join(reqs) + "\n")
     part = pex.with_suffix(".pex.part")
-    done = subprocess.run([str(Path(python).parent / "pex"), "-r", str(listing), "--inherit-path=fallback",
-                           "-o", str(part)], capture_output=True, text=True)
+    # --intransitive: the frozen list is the whole environment (tf-keras alone would pull in `tensorflow`,
+    # the GPU build, which the venv does not have)
+    done = subprocess.run([str(Path(python).parent / "pex"), "-r", str(listing), "--intransitive",
+                           "--inherit-path=fallback", "-o", str(part)], capture_output=True, text=True)
     if done.returncode != 0:
         raise PackError(f"pex failed: {(done.stderr or done.stdout).strip()[-1000:]}")
     part.rename(pex)

@@ -43,12 +43,14 @@ def available() -> tuple[TfYarn | None, str]:
     return TfYarn(python, pex_uri), f"tf-yarn 0.7.0 with TensorFlow {tf_version} from {python}, pex {pex_uri}"
 
 
-def submit(tfyarn: TfYarn, stamps: str, memory_mb: int, timeout: float = 900) -> tuple[str, float]:
-    """(application id, the client's wall time) of the trivial job through tf-yarn's run_on_yarn."""
+def submit(tfyarn: TfYarn, env: dict[str, str], memory_mb: int, task: str = "trivial_task",
+           types: str = "chief,worker,ps", timeout: float = 900) -> tuple[str, float]:
+    """(application id, the client's wall time) of a job through tf-yarn's run_on_yarn; `env` goes to
+    every container."""
     t0 = time.time()
-    proc = subprocess.run([tfyarn.python, str(SUBMIT), "--pex", tfyarn.pex_uri, "--stamps", stamps,
-                           "--memory", str(memory_mb)], capture_output=True, text=True, timeout=timeout,
-                          cwd=SUBMIT.parent)
+    proc = subprocess.run([tfyarn.python, str(SUBMIT), "--pex", tfyarn.pex_uri, "--task", task, "--types", types,
+                           "--memory", str(memory_mb), *(f"--env={k}={v}" for k, v in env.items())],
+                          capture_output=True, text=True, timeout=timeout, cwd=SUBMIT.parent)
     wall = time.time() - t0
     last = (proc.stdout.strip().splitlines() or [""])[-1]
     if proc.returncode != 0 or not last.startswith("application_"):

@@ -1,9 +1,10 @@
-"""Submit the trivial benchmark job with tf-yarn and wait for it, as its users do (`run_on_yarn`).
+"""Submit a benchmark job with tf-yarn and wait for it, as its users do (`run_on_yarn`).
 
 Run by `.venv-tfyarn`'s Python (tf-yarn 0.7.0, TensorFlow 2.15: tf-yarn needs tf.estimator);
-prints the application id on its last line. The same three tasks as ours and TonY's: tf-yarn
-needs a chief, so chief:1, worker:1, ps:1. tf-yarn's client polls the application every 10 s;
-`--poll` sets that interval (1 s, as ours and TonY's) so that the wall times compare.
+prints the application id on its last line. `--task` names the module every container runs
+(trivial_task.py, train_task.py, shipped beside this file); tf-yarn needs a chief, so the
+trivial job's three tasks are chief:1, worker:1, ps:1. tf-yarn's client polls the application
+every 10 s; `--poll` sets that interval (1 s, as ours and TonY's) so that the wall times compare.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ HERE = Path(__file__).parent
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pex", required=True, help="the packed environment, an hdfs:// URI (uploaded once)")
-    parser.add_argument("--stamps", required=True)
+    parser.add_argument("--task", default="trivial_task", choices=["trivial_task", "train_task"])
+    parser.add_argument("--types", default="chief,worker,ps", help="task types, one instance each")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for every container")
     parser.add_argument("--memory", type=int, default=512)
     parser.add_argument("--poll", type=int, default=1)
     parser.add_argument("--pex-root", default="/tmp/tony-bench-pex-root")
@@ -40,11 +43,10 @@ def main() -> None:
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     logging.getLogger().addHandler(Ids())
-    spec = {name: TaskSpec(memory=args.memory, vcores=1, instances=1) for name in ("chief", "worker", "ps")}
-    run_on_yarn(lambda: None, spec, pyenv_zip_path=args.pex, custom_task_module="trivial_task",
-                files={"trivial_task.py": str(HERE / "trivial_task.py")},
-                env={"PEX_ROOT": args.pex_root, "BENCH_STAMPS": args.stamps, "PYTHONPATH": "."},
-                name="bench-latency-tfyarn")
+    spec = {name: TaskSpec(memory=args.memory, vcores=1, instances=1) for name in args.types.split(",")}
+    env = {"PEX_ROOT": args.pex_root, "PYTHONPATH": ".", **dict(kv.split("=", 1) for kv in args.env)}
+    run_on_yarn(lambda: None, spec, pyenv_zip_path=args.pex, custom_task_module=args.task,
+                files={f"{args.task}.py": str(HERE / f"{args.task}.py")}, env=env, name=f"bench-tfyarn-{args.task}")
     print(found[-1] if found else "no application id seen")
 
 
