@@ -45,7 +45,8 @@ def test_tony_conf_names_every_task_type_with_security_off(tmp_path):
                      "<name>tony.worker.instances</name><value>2</value>",
                      "<name>tony.worker.memory</name><value>512m</value>",
                      "<name>tony.application.security.enabled</name><value>false</value>",
-                     "<name>tony.containers.envs</name><value>SKIP_HADOOP_PATH=true,A=1</value>"):
+                     "<name>tony.containers.envs</name><value>SKIP_HADOOP_PATH=true,A=1</value>",
+                     f"<name>tony.task.executor.jvm.opts</name><value>-Xmx1536m {run.JVM_FLAGS}</value>"):
         assert expected in text
 
 

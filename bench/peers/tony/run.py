@@ -18,10 +18,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from tony_airflow.yarn.jvm import ADD_OPENS, find_java_home
+from tony_airflow.yarn.jvm import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home
 from tony_airflow.yarn.local.jars import jar_dir
 
 SUBMITTER = "com.linkedin.tony.cli.ClusterSubmitter"
+# Evened with ours: our skein AM runs with these flags, so TonY's client, AM and executor JVMs do too
+# (TonY's own defaults: C2 and the parallel collector, executors -Xmx1536m, kept)
+JVM_FLAGS = " ".join(LIGHT_JVM_FLAGS)
 TASK_ENV = ("JOB_NAME", "TASK_INDEX")  # what TonY calls DTF_TASK_JOB_NAME / DTF_TASK_INDEX
 
 
@@ -42,6 +45,8 @@ def write_conf(path: Path, instances: dict[str, int], memory_mb: int, extra: dic
         "tony.history.finished": "/tmp/tony-history/finished",
         "tony.containers.envs": "SKIP_HADOOP_PATH=true",
         "tony.am.memory": f"{memory_mb}m",
+        "tony.task.am.jvm.opts": JVM_FLAGS,
+        "tony.task.executor.jvm.opts": f"-Xmx1536m {JVM_FLAGS}",
         **{f"tony.{name}.instances": str(n) for name, n in instances.items()},
         **{f"tony.{name}.memory": f"{memory_mb}m" for name in instances},
         **(extra or {}),
@@ -59,7 +64,7 @@ def submit(jar: Path, command: str, conf_file: Path, timeout: float = 600) -> To
     """Run `command` in every task with TonY's submitter and wait for it, as `ytf-submit` does."""
     java = find_java_home() / "bin" / "java"
     classpath = os.pathsep.join([str(jar), os.environ["HADOOP_CONF_DIR"], f"{jar_dir()}/*"])
-    argv = [str(java), *ADD_OPENS, "-cp", classpath, SUBMITTER, "--executes", command,
+    argv = [str(java), *ADD_OPENS, *LIGHT_JVM_FLAGS, "-cp", classpath, SUBMITTER, "--executes", command,
             "--conf_file", str(conf_file)]
     t0 = time.time()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)

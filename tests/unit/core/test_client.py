@@ -81,15 +81,13 @@ def test_progress_is_none_when_the_am_page_does_not_answer(monkeypatch):
     assert handle.progress(running) is None
 
 
-def test_wait_looks_more_often_once_every_task_has_ended(monkeypatch):
-    """The client learns the end when it happens: after the last task, only the AMs' shutdown is left."""
+def _waited(monkeypatch, running: int, progress: list, poll: float) -> list[float]:
+    """The sleeps of `JobHandle.wait` over `running` RUNNING reports, then FINISHED, with `progress` in turn."""
     from tony_airflow.core import client as client_module
-    from tony_airflow.core.client import ENDGAME_POLL_S, JobHandle
-    from tony_airflow.core.protocol import Progress
+    from tony_airflow.core.client import JobHandle
     from tony_airflow.yarn.rest import ApplicationReport
 
-    states = [("RUNNING", "UNDEFINED")] * 3 + [("FINISHED", "SUCCEEDED")]
-    progress = [Progress(total=3, finished=1), Progress(total=3, finished=3), Progress(total=3, finished=3)]
+    states = [("RUNNING", "UNDEFINED")] * running + [("FINISHED", "SUCCEEDED")]
 
     class RM:
         def application(self, app_id):
@@ -100,54 +98,35 @@ def test_wait_looks_more_often_once_every_task_has_ended(monkeypatch):
     monkeypatch.setattr(handle, "progress", lambda report=None: progress.pop(0))
     slept: list[float] = []
     monkeypatch.setattr(client_module.time, "sleep", slept.append)
-    assert handle.wait(poll=5.0).final_status == "SUCCEEDED"
-    assert slept == [5.0, ENDGAME_POLL_S, ENDGAME_POLL_S]
+    assert handle.wait(poll=poll).final_status == "SUCCEEDED"
+    return slept
+
+
+def test_wait_looks_more_often_once_every_task_has_ended(monkeypatch):
+    """The client learns the end when it happens: after the last task, only the AMs' shutdown is left."""
+    from tony_airflow.core.client import ENDGAME_POLL_S
+    from tony_airflow.core.protocol import Progress
+
+    progress = [Progress(total=3, finished=1), Progress(total=3, finished=3), Progress(total=3, finished=3)]
+    assert _waited(monkeypatch, 3, progress, poll=5.0) == [5.0, ENDGAME_POLL_S, ENDGAME_POLL_S]
 
 
 def test_wait_keeps_looking_often_when_the_ending_am_stops_answering(monkeypatch):
     """Found measuring #20: the AM's page goes as the AM ends, so progress turns None before the RM says
     FINISHED; the client must not fall back to the whole interval then."""
-    from tony_airflow.core import client as client_module
-    from tony_airflow.core.client import ENDGAME_POLL_S, JobHandle
+    from tony_airflow.core.client import ENDGAME_POLL_S
     from tony_airflow.core.protocol import Progress
-    from tony_airflow.yarn.rest import ApplicationReport
 
-    states = [("RUNNING", "UNDEFINED")] * 4 + [("FINISHED", "SUCCEEDED")]
     progress = [None, Progress(total=3, finished=3), None, None]
-
-    class RM:
-        def application(self, app_id):
-            state, final = states.pop(0)
-            return ApplicationReport(app_id, state, final)
-
-    handle = JobHandle("application_1_0001", RM())  # type: ignore[arg-type]
-    monkeypatch.setattr(handle, "progress", lambda report=None: progress.pop(0))
-    slept: list[float] = []
-    monkeypatch.setattr(client_module.time, "sleep", slept.append)
-    assert handle.wait(poll=1.0).final_status == "SUCCEEDED"
-    assert slept == [1.0, ENDGAME_POLL_S, ENDGAME_POLL_S, ENDGAME_POLL_S]
+    assert _waited(monkeypatch, 4, progress, poll=1.0) == [1.0, ENDGAME_POLL_S, ENDGAME_POLL_S, ENDGAME_POLL_S]
 
 
 def test_the_quick_endgame_polls_are_bounded_when_the_am_stays_silent(monkeypatch):
     """An AM whose page stops answering while the application stays RUNNING (its host is unreachable)
     costs the RM at most ENDGAME_POLLS quick polls, then the caller's interval again."""
-    from tony_airflow.core import client as client_module
-    from tony_airflow.core.client import ENDGAME_POLL_S, ENDGAME_POLLS, JobHandle
+    from tony_airflow.core.client import ENDGAME_POLL_S, ENDGAME_POLLS
     from tony_airflow.core.protocol import Progress
-    from tony_airflow.yarn.rest import ApplicationReport
 
     polls = ENDGAME_POLLS + 5
-    states = [("RUNNING", "UNDEFINED")] * (polls + 1) + [("FINISHED", "SUCCEEDED")]
     progress = [Progress(total=3, running=3)] + [None] * polls
-
-    class RM:
-        def application(self, app_id):
-            state, final = states.pop(0)
-            return ApplicationReport(app_id, state, final)
-
-    handle = JobHandle("application_1_0001", RM())  # type: ignore[arg-type]
-    monkeypatch.setattr(handle, "progress", lambda report=None: progress.pop(0))
-    slept: list[float] = []
-    monkeypatch.setattr(client_module.time, "sleep", slept.append)
-    handle.wait(poll=3.0)
-    assert slept == [3.0] + [ENDGAME_POLL_S] * ENDGAME_POLLS + [3.0] * 5
+    assert _waited(monkeypatch, polls + 1, progress, poll=3.0) == [3.0] + [ENDGAME_POLL_S] * ENDGAME_POLLS + [3.0] * 5
