@@ -46,7 +46,7 @@ $(TFYARN_VENV)/.installed: Makefile
 
 bench: $(STAMP) $(TFYARN_VENV)/.installed
 	$(BIN)/tony cluster up
-	TONY_BENCH_TFYARN_PYTHON=$(TFYARN_VENV)/bin/python $(BIN)/python -m bench
+	TONY_BENCH_TFYARN_PYTHON=$(CURDIR)/$(TFYARN_VENV)/bin/python $(BIN)/python -m bench
 
 ## Debian's chromium + chromedriver, for the real-browser checks (TensorBoard).
 browser:

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import skein
@@ -201,19 +202,21 @@ def run(runs: int = 5) -> Report:
     tfyarn, tfyarn_why = tfyarn_runner.available()
     if tfyarn is not None:
         results[TF_YARN] = []
+    failures: dict[str, list[str]] = {}
     sampler = RssSampler(cluster)
     with TonyClient() as client:
         rm = client.rm
         for n in range(runs):
             results["ytf-submit"].append(run_cli(rm))
             if tony_jar is not None:
-                results[TONY].append(run_tony(tony_jar, rm))
+                _peer_run(results, failures, TONY, lambda: run_tony(tony_jar, rm))
             if tfyarn is not None:
-                results[TF_YARN].append(run_tfyarn(tfyarn, rm))
+                _peer_run(results, failures, TF_YARN, lambda: run_tfyarn(tfyarn, rm))
             results["Python API"].append(run_api(client, rm, sampler if n == 0 else None))
             results["skein floor"].append(run_floor(client, rm))
             print(f"run {n + 1}: " + ", ".join(f"{k} {v[-1][0]:.2f}/{v[-1][1]:.2f}/{v[-1][3]:.2f} s"
-                                               for k, v in results.items()), file=sys.stderr)
+                                               for k, v in results.items() if v), file=sys.stderr)
+    results = {k: v for k, v in results.items() if v}  # a peer whose every run failed has only its note
     medians = {k: tuple(statistics.median(r[i] for r in v) for i in range(4)) for k, v in results.items()}
     floor_gang, floor_done = medians["skein floor"][:2]
     tony_done = medians[TONY][1] if TONY in medians else math.nan
@@ -237,6 +240,8 @@ def run(runs: int = 5) -> Report:
                "ours starts skein's Java AM with -XX:TieredStopAtLevel=1 -XX:+UseSerialGC (part of the "
                "product, core/client.py); the floor is a bare skein application with skein's defaults",
                tony_why, tfyarn_why,
+               *(f"{name}: {len(errors)} of {runs} runs failed (medians over the others); last: {errors[-1]}"
+                 for name, errors in failures.items()),
                "tf-yarn's client polls every 10 s; it runs with 1 s here (bench/peers/tfyarn/submit.py), as ours "
                "(ytf-submit: 1 s, 0.2 s at the end) and TonY's (1 s) do; its tasks import TensorFlow before the "
                "barrier, as tf-yarn's own tasks do"],
@@ -248,10 +253,20 @@ def run(runs: int = 5) -> Report:
         plot=_plot)
 
 
+def _peer_run(results: dict[str, list[Sample]], failures: dict[str, list[str]], name: str,
+              run: Callable[[], Sample]) -> None:
+    """A peer's run; its failure is counted and named in the report, not the end of the benchmark."""
+    try:
+        results[name].append(run())
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        failures.setdefault(name, []).append(" ".join(str(exc).split())[:300])
+        print(f"{name} failed: {exc}", file=sys.stderr)
+
+
 def _tony_verdict(results: dict[str, list[Sample]]) -> str:
     """The command's wall time, from start to exit, medians over the interleaved runs."""
     if TONY not in results:
-        return "no TonY run (TONY_SRC not set): no ratio"
+        return "no TonY run: no ratio"
     walls = {name: statistics.median(r[3] for r in results[name]) for name in ("ytf-submit", TONY)}
     ratio = walls["ytf-submit"] / walls[TONY]
     return (f"ytf-submit wall {walls['ytf-submit']:.2f} s, TonY {walls[TONY]:.2f} s: ratio {ratio:.2f}, "

@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,12 +124,13 @@ def run(runs: int = 3, epochs: int = 5, steps: int = 100) -> Report:
     program = (Program(tfyarn.python, f"the training runs with tf-yarn's venv ({tfyarn.python}) in every launcher")
                if tfyarn else Program(sys.executable, f"the training runs with {sys.executable} (no tf-yarn venv)"))
     yarn, hand, tony, tfy = [], [], [], []
+    failures: dict[str, list[str]] = {}
     for n in range(runs):
         yarn.append(through_yarn(program, epochs, steps))
         if tony_jar is not None:
-            tony.append(through_tony(tony_jar, program, epochs, steps))
+            _peer_run(tony, failures, "TonY", lambda: through_tony(tony_jar, program, epochs, steps))
         if tfyarn is not None:
-            tfy.append(through_tfyarn(tfyarn, epochs, steps))
+            _peer_run(tfy, failures, "tf-yarn", lambda: through_tfyarn(tfyarn, epochs, steps))
         hand.append(by_hand(program, epochs, steps))
         print(f"run {n + 1}: YARN {yarn[-1][0]:.1f} ({yarn[-1][1]:.1f}) steps/s, "
               f"by hand {hand[-1][0]:.1f} ({hand[-1][1]:.1f}) steps/s"
@@ -150,8 +152,20 @@ def run(runs: int = 3, epochs: int = 5, steps: int = 100) -> Report:
         notes=[f"MultiWorkerMirroredStrategy, 2 workers, digits, {epochs}x{steps} steps, median of {runs} "
                f"interleaved runs, {os.cpu_count()} cores; steps/s measured by the training program; the first "
                "epoch also holds graph tracing and the workers' rendezvous at the first collective",
-               program.label, tony_why, tfyarn_why],
+               program.label, tony_why, tfyarn_why,
+               *(f"{name}: {len(errors)} of {runs} runs failed (medians over the others); last: {errors[-1]}"
+                 for name, errors in failures.items())],
         data={"yarn": yarn, "hand": hand, "tony": tony, "tf-yarn": tfy}, plot=_plot, panels=1)
+
+
+def _peer_run(runs: list[tuple[float, float]], failures: dict[str, list[str]], name: str,
+              run: Callable[[], tuple[float, float]]) -> None:
+    """A peer's run; its failure is counted and named in the report, not the end of the benchmark."""
+    try:
+        runs.append(run())
+    except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        failures.setdefault(name, []).append(" ".join(str(exc).split())[:300])
+        print(f"{name} failed: {exc}", file=sys.stderr)
 
 
 def _peer_rows(name: str, runs: list[tuple[float, float]], ours: list[float], hand: list[float]) -> list[list[str]]:

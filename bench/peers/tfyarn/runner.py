@@ -30,6 +30,7 @@ def available() -> tuple[TfYarn | None, str]:
     python = os.environ.get(PYTHON_ENV)
     if not python:
         return None, f"tf-yarn: {PYTHON_ENV} is not set (`make bench` makes .venv-tfyarn and sets it)"
+    python = str(Path(python).absolute())  # the tf-yarn runs start elsewhere (cwd: this package)
     probe = subprocess.run([python, "-c", "import tf_yarn.tensorflow, tensorflow as tf; print(tf.__version__)"],
                            capture_output=True, text=True, timeout=300)
     if probe.returncode != 0:
