@@ -36,7 +36,8 @@ test: $(STAMP) browser
 ## tf-yarn 0.7.0 from a venv of its own with the TensorFlow it needs (2.15: tf.estimator).
 TFYARN_VENV ?= .venv-tfyarn
 ## tf-keras without its dependencies: it asks for `tensorflow`, the GPU build, beside tensorflow-cpu.
-TFYARN_REQUIREMENTS = tf-yarn==0.7.0 tensorflow-cpu==2.15.*
+## scikit-learn: the digits data of the training benchmark (the same program in every launcher).
+TFYARN_REQUIREMENTS = tf-yarn==0.7.0 tensorflow-cpu==2.15.* scikit-learn
 $(TFYARN_VENV)/.installed: Makefile
 	@test -x $(TFYARN_VENV)/bin/python || $(PYTHON) -m venv $(TFYARN_VENV)
 	$(TFYARN_VENV)/bin/python -m pip install -q --upgrade pip
