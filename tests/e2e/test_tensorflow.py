@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,8 +21,21 @@ def _metrics(path: str) -> dict:
     return json.loads(webhdfs().cat(f"{path}/metrics.json"))
 
 
+def _models_in_local_tmp(since: float) -> list[str]:
+    """Saved models that a task wrote into this host's /tmp since `since` (its containers run here)."""
+    found = []
+    for entry in Path(tempfile.gettempdir()).iterdir():
+        try:
+            if entry.is_dir() and entry.stat().st_mtime >= since and (entry / "model.keras").exists():
+                found.append(str(entry))
+        except OSError:
+            continue
+    return found
+
+
 def test_multi_worker_mirrored_two_workers(local_cluster, rm):
     out = "/tmp/e2e/mwms"
+    started = time.time()
     proc, app_id = ytf_submit("-r", "worker:2", "-o", f"hdfs://{out}", "-n", "mwms",
                               "python3 -m tony_airflow.examples.digits_keras --epochs 4", timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -32,6 +46,7 @@ def test_multi_worker_mirrored_two_workers(local_cluster, rm):
     files = webhdfs().find(out)
     assert f"{out}/model.keras" in files
     assert any("/tensorboard/" in f and "tfevents" in f for f in files)
+    assert _models_in_local_tmp(started) == [], "a worker's own copy of the model stayed in /tmp"
 
 
 def test_parameter_server_strategy_chief_worker_ps(local_cluster, rm):
