@@ -94,7 +94,10 @@ def main() -> None:
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"])
 
-    own = out if chief else tempfile.mkdtemp()  # only the chief's copies are kept
+    # Every worker saves (Keras needs all of them to); only the chief's copies are kept: the others'
+    # go to a directory removed when this process ends.
+    scratch = None if chief else tempfile.TemporaryDirectory(prefix="digits-worker-", ignore_cleanup_errors=True)
+    own = scratch.name if scratch else out
     backup = os.path.join(out, "backup")  # read by every worker when resuming
     resumed = os.path.isdir(backup) and any(os.scandir(backup))
     print(f"attempt {os.environ.get('TONY_ATTEMPT', '1')}: {'resuming from ' + backup if resumed else 'starting fresh'}",
