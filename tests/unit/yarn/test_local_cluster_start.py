@@ -45,3 +45,12 @@ def test_a_daemon_that_died_is_reported_at_once(tmp_path):
         cluster._pid_file(daemon).write_text(f"{dead.pid}\n")
     with pytest.raises(ClusterError, match=f"{DAEMONS[0].name} exited during start"):
         cluster.wait_ready(timeout=30)
+
+
+def test_the_daemons_temporary_files_stay_in_the_state_directory(tmp_path):
+    """Jetty unpacks each daemon's web apps into java.io.tmpdir and a killed daemon never removes them:
+    they go under the cluster's own directory, which `tony cluster` owns, not into /tmp."""
+    cluster = _cluster(tmp_path)
+    cmd = cluster._java_cmd(tmp_path / "jdk", tmp_path / "jars", DAEMONS[0])
+    assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in cmd
+    assert cmd.index(f"-Djava.io.tmpdir={tmp_path / 'tmp'}") < cmd.index(DAEMONS[0].main_class)

@@ -375,6 +375,7 @@ class LocalCluster:
             f"-Dproc_{daemon.name}", f"-Dhadoop.log.dir={self.log_dir}",
             f"-Dyarn.log.dir={self.log_dir}", f"-Dhadoop.log.file={daemon.name}.log",
             f"-Dhadoop.home.dir={self.state_dir}", "-Dhadoop.root.logger=INFO,RFA",
+            f"-Djava.io.tmpdir={self.state_dir / 'tmp'}",  # Jetty's unpacked web apps: ours, not /tmp's
             "-cp", f"{self.state_dir / daemon.conf}:{jar_dir}/*", daemon.main_class, *args,
         ]
 
