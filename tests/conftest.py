@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="tony-airflow-test-home-"))
+if "AIRFLOW_HOME" not in os.environ:  # made here, so removed here when the session's process ends
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="tony-airflow-test-home-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,9 @@ import pytest
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 
-def chromium():
-    """A headless Chromium session; the test is skipped where chromium is not installed."""
+def chromium(profile: Path):
+    """A headless Chromium session whose profile lives in ``profile`` (a test's ``tmp_path``, so that
+    pytest, not /tmp, keeps it); the test is skipped where chromium is not installed."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -23,7 +23,7 @@ def chromium():
     options.binary_location = binary
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1400,1000", f"--user-data-dir={tempfile.mkdtemp(prefix='chromium-')}"):
+                 "--window-size=1400,1000", f"--user-data-dir={profile / 'chromium'}"):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(driver), options=options)
 

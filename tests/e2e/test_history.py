@@ -82,7 +82,7 @@ def test_logs_of_a_task_show_its_stderr(failed_job):
     assert "task: worker:7 is not a task of" in bad.stderr
 
 
-def test_history_web_ui_in_a_real_browser(failed_job):
+def test_history_web_ui_in_a_real_browser(failed_job, tmp_path):
     server = subprocess.Popen([str(BIN / "tony"), "history", "serve", "--port", "0", "--history-dir", HISTORY],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     browser = None
@@ -90,7 +90,7 @@ def test_history_web_ui_in_a_real_browser(failed_job):
         line = server.stdout.readline()
         assert line.startswith("History server: http"), line + server.stderr.read()
         url = line.split()[-1]
-        browser = chromium()
+        browser = chromium(tmp_path)
         browser.get(url)
         from selenium.webdriver.common.by import By
 

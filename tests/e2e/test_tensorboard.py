@@ -16,7 +16,7 @@ from tony_airflow.yarn.hdfs import webhdfs
 pytest.importorskip("tensorflow")
 
 
-def test_tensorboard_from_the_tracking_url(local_cluster, rm):
+def test_tensorboard_from_the_tracking_url(local_cluster, rm, tmp_path):
     out = "/tmp/e2e/tensorboard"
     cmd = [str(Path(sys.executable).parent / "ytf-submit"), "-r", "worker:1", "-t", "-o", f"hdfs://{out}",
            "-n", "tensorboard-e2e", "python3 -m tony_airflow.examples.digits_keras --epochs 30 --sleep-per-epoch 1"]
@@ -40,7 +40,7 @@ def test_tensorboard_from_the_tracking_url(local_cluster, rm):
             assert time.monotonic() < deadline, "TensorBoard never reported the loss tag"
             time.sleep(2)
 
-        browser = chromium()
+        browser = chromium(tmp_path)
         browser.get(tracking)
         browser.find_element("partial link text", "Service Pages").click()  # skein's dropdown
         time.sleep(0.5)
