@@ -27,7 +27,6 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from aiohttp import ClientSession, web
 
 from bench.local import local_cluster
 from bench.report import Report
+from bench.scratch import scratch_dir
 
 POLL_S = 5.0
 SIZES = [1, 10, 50, 200]
@@ -172,7 +172,7 @@ def run(sizes: list[int], window: float) -> Report:
     client = TonyClient()
     proxy = CountingProxy(client.rm.addresses[0]).start()
     proxy_url = f"http://127.0.0.1:{proxy.port}"
-    env = {**os.environ, "AIRFLOW_HOME": tempfile.mkdtemp(prefix="bench-airflow-"),
+    env = {**os.environ, "AIRFLOW_HOME": scratch_dir("bench-airflow-"),
            "AIRFLOW_CONN_YARN_BENCH": json.dumps({"conn_type": "yarn", "host": "127.0.0.1", "port": proxy.port})}
     rows: list[Row] = []
 

@@ -26,7 +26,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from bench.peers.tfyarn import runner as tfyarn_runner
 from bench.peers.tony import adapt as tony_adapt
 from bench.peers.tony import run as tony_run
 from bench.report import Report
+from bench.scratch import scratch_dir, scratch_file
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.spec import build_job_spec
 from tony_airflow.yarn.local import LocalCluster
@@ -96,7 +96,7 @@ Sample = tuple[float, float, float, float]
 
 
 def run_cli(rm: ResourceManagerClient) -> Sample:
-    stamps = tempfile.mkdtemp(prefix="latency-cli-")
+    stamps = scratch_dir("latency-cli-")
     t0 = time.time()
     proc = subprocess.run([str(BIN / "ytf-submit"), "-r", "ps:1,worker:2", "-m", str(MEMORY_MB), "-n",
                            "bench-latency-cli", _command(stamps)], capture_output=True, text=True, timeout=300)
@@ -109,7 +109,7 @@ def run_cli(rm: ResourceManagerClient) -> Sample:
 
 def run_api(client: TonyClient, rm: ResourceManagerClient,
             sampler: RssSampler | None = None) -> Sample:
-    stamps = tempfile.mkdtemp(prefix="latency-api-")
+    stamps = scratch_dir("latency-api-")
     job = build_job_spec({"cluster_requirement": "ps:1,worker:2", "task_memory": str(MEMORY_MB),
                           "name": "bench-latency-api", "command": _command(stamps)})
     t0 = time.time()
@@ -124,7 +124,7 @@ def run_api(client: TonyClient, rm: ResourceManagerClient,
 
 
 def run_floor(client: TonyClient, rm: ResourceManagerClient) -> Sample:
-    stamps = tempfile.mkdtemp(prefix="latency-floor-")
+    stamps = scratch_dir("latency-floor-")
     services = {}
     for name, count in TYPES.items():
         script = (f"export DTF_TASK_JOB_NAME={name} DTF_TASK_INDEX=${{SKEIN_CONTAINER_ID##*_}}\n"
@@ -141,8 +141,8 @@ def run_floor(client: TonyClient, rm: ResourceManagerClient) -> Sample:
 def run_tony(jar: Path, rm: ResourceManagerClient) -> Sample:
     """The same job with TonY's own client (bench/peers/tony): the same stamp, the same serving ps
     (TonY does not wait for its ps: `tony.application.untracked.jobtypes` is ps by default)."""
-    stamps = tempfile.mkdtemp(prefix="latency-tony-")
-    conf = tony_run.write_conf(Path(stamps).with_suffix(".xml"), TYPES, MEMORY_MB)
+    stamps = scratch_dir("latency-tony-")
+    conf = tony_run.write_conf(scratch_file(Path(stamps).with_suffix(".xml")), TYPES, MEMORY_MB)
     command = "export DTF_TASK_JOB_NAME=$JOB_NAME DTF_TASK_INDEX=$TASK_INDEX; " + _command(stamps)
     t0 = time.time()
     run = tony_run.submit(jar, command, conf)
@@ -155,7 +155,7 @@ def run_tony(jar: Path, rm: ResourceManagerClient) -> Sample:
 def run_tfyarn(tfyarn: tfyarn_runner.TfYarn, rm: ResourceManagerClient) -> Sample:
     """The same job through tf-yarn's run_on_yarn (bench/peers/tfyarn): chief, worker and ps each stamp
     their start between tf-yarn's init and stop barriers."""
-    stamps = tempfile.mkdtemp(prefix="latency-tfyarn-")
+    stamps = scratch_dir("latency-tfyarn-")
     os.chmod(stamps, 0o777)
     t0 = time.time()
     app_id, wall = tfyarn_runner.submit(tfyarn, {"BENCH_STAMPS": stamps}, MEMORY_MB)

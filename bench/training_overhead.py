@@ -23,7 +23,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from bench.peers.tfyarn import runner as tfyarn_runner
 from bench.peers.tony import adapt as tony_adapt
 from bench.peers.tony import run as tony_run
 from bench.report import Report
+from bench.scratch import scratch_dir, scratch_file
 from tony_airflow.core.spec import DEFAULT_MEMORY_MB
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.local.config import free_ports
@@ -61,7 +61,7 @@ class Program:
 
 
 def by_hand(program: Program, epochs: int, steps: int) -> tuple[float, float]:
-    out = tempfile.mkdtemp(prefix="overhead-hand-")
+    out = scratch_dir("overhead-hand-")
     hosts = [f"localhost:{p}" for p in free_ports(2)]
     procs = []
     for index in range(2):
@@ -82,14 +82,18 @@ def through_yarn(program: Program, epochs: int, steps: int) -> tuple[float, floa
          program.command(epochs, steps)], capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"the YARN run failed: {proc.stderr.strip().splitlines()[-1:]}")
-    return _speeds(json.loads(webhdfs().cat(f"{out}/metrics.json")))
+    fs = webhdfs()
+    try:
+        return _speeds(json.loads(fs.cat(f"{out}/metrics.json")))
+    finally:
+        fs.rm(out, recursive=True)
 
 
 def through_tony(jar: Path, program: Program, epochs: int, steps: int) -> tuple[float, float]:
     """The same program with TonY's own submitter (bench/peers/tony): TonY writes TF_CONFIG itself; the
     output is a local directory (one host), named to the tasks by the environment as ours is."""
-    out = tempfile.mkdtemp(prefix="overhead-tony-")
-    conf = tony_run.write_conf(Path(out + ".xml"), {"worker": 2}, DEFAULT_MEMORY_MB,
+    out = scratch_dir("overhead-tony-")
+    conf = tony_run.write_conf(scratch_file(Path(out + ".xml")), {"worker": 2}, DEFAULT_MEMORY_MB,
                                {"tony.containers.envs": f"SKIP_HADOOP_PATH=true,DTF_OUTPUT_PATH={out}"})
     run = tony_run.submit(jar, program.command(epochs, steps), conf, timeout=900)
     if run.returncode != 0:
@@ -100,7 +104,7 @@ def through_tony(jar: Path, program: Program, epochs: int, steps: int) -> tuple[
 def through_tfyarn(tfyarn: tfyarn_runner.TfYarn, epochs: int, steps: int) -> tuple[float, float]:
     """The same program between tf-yarn's barriers (bench/peers/tfyarn/train_task.py), chief + worker:
     the same two replicas as the others' two workers."""
-    out = tempfile.mkdtemp(prefix="overhead-tfyarn-")
+    out = scratch_dir("overhead-tfyarn-")
     os.chmod(out, 0o777)
     env = {"DTF_OUTPUT_PATH": out, "PYTHONPATH": f".:{REPO}",
            "BENCH_TRAIN_ARGS": f"--epochs {epochs} --steps-per-epoch {steps}"}

@@ -66,3 +66,26 @@ def test_a_venv_without_tf_yarn_is_named_with_its_error(monkeypatch):
     monkeypatch.setenv(runner.PYTHON_ENV, sys.executable)  # ours: no tf_yarn
     found, why = runner.available()
     assert found is None and "import tf_yarn.tensorflow" in why and "ModuleNotFoundError" in why
+
+
+def test_the_empty_tmp_dirs_tf_yarn_leaves_are_swept_after_its_run(tmp_path):
+    """tf-yarn (and cluster-pack) make an empty /tmp/<uuid1> in every process that imports them and
+    never remove it: the benchmark removes those its run left, and nothing else."""
+    import os
+    import uuid
+
+    from bench.peers.tfyarn import runner
+
+    before = tmp_path / str(uuid.uuid1())
+    before.mkdir()
+    os.utime(before, (1, 1))  # made before the run
+    started = 1000.0
+    left = [tmp_path / str(uuid.uuid1()) for _ in range(3)]
+    for path in left:
+        path.mkdir()
+    full = tmp_path / str(uuid.uuid1())
+    (full / "kept").mkdir(parents=True)  # not empty: not ours to judge
+    other = tmp_path / str(uuid.uuid4())
+    other.mkdir()  # not a uuid1 name
+    assert runner.sweep_tmp(started, tmp_path) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([before.name, full.name, other.name])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +32,10 @@ def available() -> tuple[TfYarn | None, str]:
     if not python:
         return None, f"tf-yarn: {PYTHON_ENV} is not set (`make bench` makes .venv-tfyarn and sets it)"
     python = str(Path(python).absolute())  # the tf-yarn runs start elsewhere (cwd: this package)
+    t0 = time.time()
     probe = subprocess.run([python, "-c", "import tf_yarn.tensorflow, tensorflow as tf; print(tf.__version__)"],
                            capture_output=True, text=True, timeout=300)
+    sweep_tmp(t0)
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["(no output)"])[-1]
         return None, f"tf-yarn: `{python} -c 'import tf_yarn.tensorflow'` -> {last}"
@@ -53,7 +56,24 @@ def submit(tfyarn: TfYarn, env: dict[str, str], memory_mb: int, task: str = "tri
                            "--memory", str(memory_mb), *(f"--env={k}={v}" for k, v in env.items())],
                           capture_output=True, text=True, timeout=timeout, cwd=SUBMIT.parent)
     wall = time.time() - t0
+    sweep_tmp(t0)
     last = (proc.stdout.strip().splitlines() or [""])[-1]
     if proc.returncode != 0 or not last.startswith("application_"):
         raise RuntimeError(f"tf-yarn run failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-3:]}")
     return last, wall
+
+
+def sweep_tmp(since: float, tmp: Path = Path("/tmp")) -> int:
+    """Remove the empty `/tmp/<uuid1>` directories made since `since` (how many): tf-yarn and
+    cluster-pack make one in every process that imports them (client and containers, which share this
+    host's /tmp) and never remove it."""
+    removed = 0
+    for path in tmp.iterdir():
+        try:
+            if uuid.UUID(path.name).version != 1 or path.lstat().st_mtime < since:
+                continue
+            path.rmdir()  # only when empty
+        except (ValueError, OSError):
+            continue
+        removed += 1
+    return removed
