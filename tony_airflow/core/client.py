@@ -161,8 +161,7 @@ class JobHandle:
         if report.state != "RUNNING" or not is_proxied(report.tracking_url):
             return None
         try:
-            resp = httpx.get(am_page_url(report.tracking_url, PROGRESS_JSON), auth=self.rm.auth,
-                             timeout=PROGRESS_TIMEOUT_S, follow_redirects=True)
+            resp = self.rm.fetch(am_page_url(report.tracking_url, PROGRESS_JSON), timeout=PROGRESS_TIMEOUT_S)
             answer = resp.json() if resp.status_code == 200 else None
         except (httpx.HTTPError, ValueError):  # the AM is not up yet, or already gone: a nicety, not the state
             return None

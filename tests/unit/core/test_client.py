@@ -37,7 +37,6 @@ def test_a_client_does_not_change_the_process_environment(tmp_path, monkeypatch)
 def test_a_reconnected_handle_reads_progress_from_the_am_page_and_refuses_local_tasks_in_one_line(monkeypatch):
     import httpx
 
-    from tony_airflow.core import client as client_module
     from tony_airflow.core.client import JobHandle
     from tony_airflow.errors import UsageError
     from tony_airflow.yarn.rest import ApplicationReport
@@ -50,10 +49,9 @@ def test_a_reconnected_handle_reads_progress_from_the_am_page_and_refuses_local_
         body = {"progress": {"total": 2, "allocated": 1, "a_later_field": 1}, "address": "10.0.0.5:4321"}
         return httpx.Response(200, json=body, request=httpx.Request("GET", url))
 
-    monkeypatch.setattr(client_module.httpx, "get", get)
     reports = [ApplicationReport("application_1_1", "ACCEPTED", "UNDEFINED", tracking_url="http://rm/cluster"),
                ApplicationReport("application_1_1", "RUNNING", "UNDEFINED", tracking_url=tracking)]
-    handle = JobHandle("application_1_1", rm=SimpleNamespace(auth=None, application=lambda app_id: reports.pop(0)))
+    handle = JobHandle("application_1_1", rm=SimpleNamespace(fetch=get, application=lambda app_id: reports.pop(0)))
     assert handle.progress() is None and asked == []  # the AM has not registered: nothing to ask
     progress = handle.progress()  # without a report: asks the RM for one first
     assert progress is not None and progress.total == 2 and progress.allocated == 1
@@ -65,19 +63,17 @@ def test_a_reconnected_handle_reads_progress_from_the_am_page_and_refuses_local_
 def test_progress_is_none_when_the_am_page_does_not_answer(monkeypatch):
     import httpx
 
-    from tony_airflow.core import client as client_module
     from tony_airflow.core.client import JobHandle
     from tony_airflow.yarn.rest import ApplicationReport
 
     def refuse(url, **kwargs):
         raise httpx.ConnectError("refused")
 
-    monkeypatch.setattr(client_module.httpx, "get", refuse)
-    handle = JobHandle("application_1_1", rm=SimpleNamespace(auth=None))
+    rm = SimpleNamespace(fetch=refuse)
+    handle = JobHandle("application_1_1", rm=rm)
     running = ApplicationReport("application_1_1", "RUNNING", "UNDEFINED", tracking_url="http://rm/proxy/application_1_1/")
     assert handle.progress(running) is None
-    monkeypatch.setattr(client_module.httpx, "get", lambda url, **k: httpx.Response(
-        404, text="<html>no such page</html>", request=httpx.Request("GET", url)))
+    rm.fetch = lambda url, **k: httpx.Response(404, text="<html>no such page</html>", request=httpx.Request("GET", url))
     assert handle.progress(running) is None
 
 
