@@ -161,6 +161,7 @@ def test_hook_report_and_kill(fake_rm):
     hook.kill_application(APP)
     assert fake_rm.apps[APP].killed_by == "alice"
     assert hook.application_report(APP).final_status == "KILLED"
+    assert hook.get_conn() is hook.get_conn()  # one RM client (one HTTP client) for a poking sensor's pokes
 
 
 # ----------------------------------------------------------------- trigger
