@@ -37,6 +37,7 @@ class YarnHook(BaseHook):
         super().__init__(**kwargs)
         self.yarn_conn_id = yarn_conn_id
         self._settings: YarnSettings | None = None
+        self._rm: ResourceManagerClient | None = None
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
@@ -60,8 +61,11 @@ class YarnHook(BaseHook):
         return self._settings
 
     def get_conn(self) -> ResourceManagerClient:
-        s = self.settings
-        return ResourceManagerClient(s.rm_addresses, user=s.user, auth=http_auth(s))
+        """The connection's RM client, made once per hook: a poking sensor's pokes share its HTTP client."""
+        if self._rm is None:
+            s = self.settings
+            self._rm = ResourceManagerClient(s.rm_addresses, user=s.user, auth=http_auth(s))
+        return self._rm
 
     def tony_client(self) -> TonyClient:
         """The core client, pointed at this connection's cluster (the one way anything is submitted)."""
