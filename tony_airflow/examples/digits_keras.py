@@ -12,6 +12,7 @@ until the AM stops them, and the workers leave them out of their cluster.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import tempfile
@@ -51,7 +52,8 @@ class EpochLog(keras.callbacks.Callback):
         self.steps += self.steps_per_epoch
         self.epochs.append(epoch)
         self.losses.append(float(logs["loss"]))
-        print(f"epoch {epoch} loss {logs['loss']:.4f} accuracy {logs.get('accuracy', 0):.4f}", flush=True)
+        at = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+        print(f"epoch {epoch} loss {logs['loss']:.4f} accuracy {logs.get('accuracy', 0):.4f} at {at}", flush=True)
         time.sleep(self.sleep)
 
     def steps_per_second(self, skip_first: bool = False) -> float:
