@@ -51,6 +51,8 @@ MEMORY_MB = 512
 AIM_OVER_FLOOR_S = 2.0  # gang start at most this much later than a bare skein application's
 AIM_CLIENT_OVERHEAD_S = 1.5  # issue #20: ytf-submit's wall time over the application's own RM lifetime
 AIM_WALL_VS_TONY = 0.6       # issue #20: ytf-submit's wall time against TonY's, same job
+COLUMNS = ["variant", "gang start s", "to SUCCEEDED s", "client wall s", "gang - floor s", "done / floor",
+           "client wall - RM life s"]
 TONY = "TonY (ClusterSubmitter)"
 TF_YARN = "tf-yarn (run_on_yarn)"
 # every task stamps its start; workers then exit 0, ps serves until stopped (ours) or exits (the floor)
@@ -218,12 +220,7 @@ def run(runs: int = 5) -> Report:
                                                for k, v in results.items() if v), file=sys.stderr)
     results = {k: v for k, v in results.items() if v}  # a peer whose every run failed has only its note
     medians = {k: tuple(statistics.median(r[i] for r in v) for i in range(4)) for k, v in results.items()}
-    floor_gang, floor_done = medians["skein floor"][:2]
-    tony_done = medians[TONY][1] if TONY in medians else math.nan
-    rows = [[name, f"{gang:.2f}", f"{done:.2f}", f"{gang - floor_gang:+.2f}", f"{done / floor_done:.2f}",
-             "n/a" if math.isnan(over) else f"{over:.2f}",
-             "n/a" if math.isnan(tony_done) else f"{done / tony_done:.2f}"]
-            for name, (gang, done, over, _) in medians.items()]
+    rows = table_rows(medians)
     if tony_jar is None:
         rows.append([TONY, "n/a", "n/a", "n/a", "n/a", "n/a", "TONY_SRC not set"])
     if tfyarn is None:
@@ -231,8 +228,7 @@ def run(runs: int = 5) -> Report:
     return Report(
         name="launch_latency", title="Launch latency: a trivial ps:1,worker:2 job against the YARN floor",
         command=f".venv/bin/python -m bench.launch_latency --runs {runs}",
-        columns=["variant", "gang start s", "to SUCCEEDED s", "gang - floor s", "done / floor",
-                 "client wall - RM life s", "done / TonY"],
+        columns=COLUMNS,
         rows=rows,
         notes=[f"{MEMORY_MB} MiB per container, median of {runs} interleaved runs, {os.cpu_count()} cores",
                f"peak RSS: our AM {sampler.peak['AM'] / 1024:.0f} MiB, one executor "
@@ -251,6 +247,27 @@ def run(runs: int = 5) -> Report:
         verdicts=[_verdict(medians), _overhead_verdict(medians["ytf-submit"][2]), _tony_verdict(results)],
         data={"results": results, "rss_mib": {k: v / 1024 for k, v in sampler.peak.items()}},
         plot=_plot)
+
+
+def table_rows(medians: dict[str, tuple[float, float, float, float]]) -> list[list[str]]:
+    """One row per variant (medians of gang start, SUCCEEDED, client overhead, client wall), then
+    ytf-submit's ratio to each peer that ran, for every figure the peer has."""
+    floor_gang, floor_done = medians["skein floor"][:2]
+    rows = [[name, f"{gang:.2f}", f"{done:.2f}", _seconds(wall), f"{gang - floor_gang:+.2f}",
+             f"{done / floor_done:.2f}", _seconds(over)]
+            for name, (gang, done, over, wall) in medians.items()]
+    ours = medians["ytf-submit"]
+    for peer in (TONY, TF_YARN):
+        if peer in medians:
+            theirs = medians[peer]
+            rows.append([f"ytf-submit / {peer.split()[0]}", *(f"{ours[i] / theirs[i]:.2f}" for i in (0, 1, 3)),
+                         "", "", f"{ours[2] / theirs[2]:.2f}"])
+    return rows
+
+
+def _seconds(value: float) -> str:
+    """A client's figure; the floor has no client (NaN)."""
+    return "n/a" if math.isnan(value) else f"{value:.2f}"
 
 
 def _peer_run(results: dict[str, list[Sample]], failures: dict[str, list[str]], name: str,

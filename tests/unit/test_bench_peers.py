@@ -89,3 +89,18 @@ def test_the_empty_tmp_dirs_tf_yarn_leaves_are_swept_after_its_run(tmp_path):
     other.mkdir()  # not a uuid1 name
     assert runner.sweep_tmp(started, tmp_path) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([before.name, full.name, other.name])
+
+
+def test_the_launch_table_has_ytf_submits_ratio_to_each_peer_for_each_figure():
+    from bench import launch_latency as ll
+
+    nan = float("nan")
+    medians = {"ytf-submit": (5.0, 6.0, 1.0, 7.0), "skein floor": (4.0, 8.0, nan, nan),
+               ll.TONY: (8.0, 10.0, 2.0, 12.0), ll.TF_YARN: (20.0, 30.0, 50.0, 70.0)}
+    rows = {row[0]: row for row in ll.table_rows(medians)}
+    assert all(len(row) == len(ll.COLUMNS) for row in rows.values())
+    assert rows["skein floor"][3] == "n/a" and rows["skein floor"][6] == "n/a"  # no client waits on it
+    assert rows["ytf-submit / TonY"] == ["ytf-submit / TonY", "0.62", "0.60", "0.58", "", "", "0.50"]
+    assert rows["ytf-submit / tf-yarn"] == ["ytf-submit / tf-yarn", "0.25", "0.20", "0.10", "", "", "0.02"]
+    without_peers = ll.table_rows({k: medians[k] for k in ("ytf-submit", "skein floor")})
+    assert [row[0] for row in without_peers] == ["ytf-submit", "skein floor"]
