@@ -104,3 +104,43 @@ def test_the_launch_table_has_ytf_submits_ratio_to_each_peer_for_each_figure():
     assert rows["ytf-submit / tf-yarn"] == ["ytf-submit / tf-yarn", "0.25", "0.20", "0.10", "", "", "0.02"]
     without_peers = ll.table_rows({k: medians[k] for k in ("ytf-submit", "skein floor")})
     assert [row[0] for row in without_peers] == ["ytf-submit", "skein floor"]
+
+
+def test_tfyarn_containers_unpack_the_pex_into_the_fixed_root(monkeypatch, tmp_path, capsys):
+    """tf-yarn 0.7.0 sets the containers' PEX_ROOT from the *client's* environment (a new
+    /tmp/<uuid4> per run otherwise, ~1.8 GB unpacked each time and left there); `env` cannot set it."""
+    import sys
+    import types
+
+    from bench.peers.tfyarn import submit
+
+    seen: dict[str, str] = {}
+
+    def _execute_and_await_termination(poll_every_secs: int = 10) -> None: ...
+
+    def run_on_yarn(experiment_fn, spec, pyenv_zip_path, custom_task_module, files, env, name) -> None:
+        import os
+        import uuid
+        # tf_yarn.client._get_pex_root and _setup_task_env, 0.7.0: the client's PEX_ROOT overrides `env`'s
+        seen["PEX_ROOT"] = os.environ.get("PEX_ROOT", f"/tmp/{uuid.uuid4()}/")
+
+    client = types.ModuleType("tf_yarn.client")
+    client._execute_and_await_termination = _execute_and_await_termination  # type: ignore[attr-defined]
+    tensorflow = types.ModuleType("tf_yarn.tensorflow")
+    tensorflow.TaskSpec = lambda **kw: kw  # type: ignore[attr-defined]
+    tensorflow.run_on_yarn = run_on_yarn  # type: ignore[attr-defined]
+    package = types.ModuleType("tf_yarn")
+    package.client, package.tensorflow = client, tensorflow  # type: ignore[attr-defined]
+    for name, module in {"tf_yarn": package, "tf_yarn.client": client, "tf_yarn.tensorflow": tensorflow}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.delenv("PEX_ROOT", raising=False)
+    root = tmp_path / "pex-root"
+    monkeypatch.setattr(sys, "argv", ["submit.py", "--pex", "hdfs:///p.pex", "--pex-root", str(root)])
+    submit.main()
+    assert seen["PEX_ROOT"] == str(root)
+
+
+def test_tfyarn_runs_name_a_pex_root_in_the_cache_not_in_tmp():
+    from bench.peers.tfyarn import pack, runner
+
+    assert runner.PEX_ROOT.is_relative_to(pack.CACHE)
