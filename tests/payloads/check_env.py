@@ -34,6 +34,13 @@ if os.environ.get("DTF_INPUT_PATH") != "/data/in" or os.environ.get("DTF_OUTPUT_
     errors.append("DTF_INPUT_PATH/DTF_OUTPUT_PATH not passed")
 if os.environ.get("MY_SETTING") != "42":
     errors.append("--env not passed")
+import tempfile  # noqa: E402
+
+# TensorFlow's autograph and the user's own temporary files go to the container's tmp directory,
+# which YARN removes with the container, not to the host's /tmp
+tmp = tempfile.gettempdir()
+if os.environ["CONTAINER_ID"] not in tmp or os.path.basename(tmp) != "tmp":
+    errors.append(f"temporary files go to {tmp}, not the container's tmp directory")
 if errors:
     print(f"{me}:{index}: " + "; ".join(errors), file=sys.stderr)
     sys.exit(1)

@@ -54,3 +54,14 @@ def test_the_daemons_temporary_files_stay_in_the_state_directory(tmp_path):
     cmd = cluster._java_cmd(tmp_path / "jdk", tmp_path / "jars", DAEMONS[0])
     assert f"-Djava.io.tmpdir={tmp_path / 'tmp'}" in cmd
     assert cmd.index(f"-Djava.io.tmpdir={tmp_path / 'tmp'}") < cmd.index(DAEMONS[0].main_class)
+
+
+def test_the_resourcemanagers_node_attribute_store_is_in_the_state_directory(tmp_path):
+    """Hadoop's default store is file:///tmp/hadoop-yarn-<user>/node-attribute/, which the RM makes at
+    start and `tony cluster down` would leave behind."""
+    from tony_airflow.yarn.hadoop_conf import HadoopConf
+    from tony_airflow.yarn.local.config import write_conf
+
+    write_conf(tmp_path / "conf", tmp_path, tmp_path / "jars", ClusterSettings.choose(), container_path="/bin")
+    store = HadoopConf.load(tmp_path / "conf").get("yarn.node-attribute.fs-store.root-dir")
+    assert store == f"file://{tmp_path / 'node-attributes'}"

@@ -72,3 +72,14 @@ def test_the_stderr_pump_caps_a_line_without_newline(tmp_path):
     assert len(tail) <= TAIL_CHARS and tail.endswith("END")
     assert sink.tell() == 20 * 2**20 + 3  # everything still reaches the container log
     assert proc.max_buffered <= 2**20
+
+
+def test_a_containers_command_keeps_its_temporary_files_in_the_container(tmp_path):
+    """TensorFlow's autograph writes a module per traced function into the temp dir (and its
+    __pycache__ stays): in a container that is the container's own tmp (YARN makes it and removes it
+    with the container), unless the job or the NodeManager names another."""
+    from tony_airflow.core.executor.task import container_tmp_env
+
+    assert container_tmp_env({}, tmp_path) == {"TMPDIR": str(tmp_path / "tmp")}
+    assert (tmp_path / "tmp").is_dir()
+    assert container_tmp_env({"TMPDIR": "/scratch"}, tmp_path) == {}
