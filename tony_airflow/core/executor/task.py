@@ -148,6 +148,8 @@ class Executor:
         env = dict(os.environ)
         env.update(task_env(self.job, spec["hosts"], self.me))
         env.update(self._shipped_files_env())
+        if not self.local:
+            env.update(container_tmp_env(os.environ, Path.cwd()))
         mirror, push = self._stage(env)
         if any(t.gpus for t in self.job.tasks.values()):
             # YARN does not tell a container which GPUs it got; the AM assigned these.
@@ -308,6 +310,18 @@ class Executor:
         # Stop from another thread: the main thread is inside Popen.wait(),
         # which returns once the group is gone, and then reports and exits.
         threading.Thread(target=self.child.stop, args=(3.0,), daemon=True).start()
+
+
+def container_tmp_env(environ: Mapping[str, str], workdir: Path) -> dict[str, str]:
+    """TMPDIR for the command: the container's own `tmp` (YARN makes it in the working directory and
+    removes it with the container), so what the command leaves there (TensorFlow's autograph
+    modules, the user's temporary files) does not pile up in the host's /tmp. A TMPDIR from the job
+    or the NodeManager's admin env stays."""
+    if "TMPDIR" in environ:
+        return {}
+    tmp = workdir / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return {"TMPDIR": str(tmp)}
 
 
 def identity(env: Mapping[str, str]) -> tuple[TaskIdentity, str]:

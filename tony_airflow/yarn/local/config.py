@@ -243,6 +243,8 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
         "yarn.log-aggregation.retain-seconds": 7 * 24 * 3600,
         "yarn.node-labels.enabled": True,
         "yarn.node-labels.fs-store.root-dir": f"file://{state_dir / 'node-labels'}",
+        # Hadoop's default is file:///tmp/hadoop-yarn-<user>/node-attribute/, made at every RM start
+        "yarn.node-attribute.fs-store.root-dir": f"file://{state_dir / 'node-attributes'}",
         "yarn.node-labels.configuration-type": "centralized",
         "yarn.timeline-service.enabled": False,
         "yarn.webapp.ui2.enable": False,
