@@ -67,7 +67,7 @@ def by_hand(program: Program, epochs: int, steps: int) -> tuple[float, float]:
     hosts = [f"localhost:{p}" for p in free_ports(2)]
     procs = []
     for index in range(2):
-        env = dict(os.environ, DTF_OUTPUT_PATH=out, PYTHONPATH=str(REPO), TF_CONFIG=json.dumps(
+        env = dict(os.environ, DTF_OUTPUT_PATH=out, TMPDIR=out, PYTHONPATH=str(REPO), TF_CONFIG=json.dumps(
             {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": index}}))
         procs.append(subprocess.Popen(program.argv(epochs, steps), env=env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))
@@ -96,7 +96,7 @@ def through_tony(jar: Path, program: Program, epochs: int, steps: int) -> tuple[
     output is a local directory (one host), named to the tasks by the environment as ours is."""
     out = scratch_dir("overhead-tony-")
     conf = tony_run.write_conf(scratch_file(Path(out + ".xml")), {"worker": 2}, DEFAULT_MEMORY_MB,
-                               {"tony.containers.envs": f"SKIP_HADOOP_PATH=true,DTF_OUTPUT_PATH={out}"})
+                               {"DTF_OUTPUT_PATH": out})
     run = tony_run.submit(jar, program.command(epochs, steps), conf, timeout=900)
     if run.returncode != 0:
         raise RuntimeError(f"the TonY run {run.app_id} failed: {run.log.strip().splitlines()[-2:]}")

@@ -40,13 +40,16 @@ def test_without_tony_src_the_build_says_what_to_set(monkeypatch, tmp_path):
 
 def test_tony_conf_names_every_task_type_with_security_off(tmp_path):
     text = run.write_conf(tmp_path / "tony.xml", {"ps": 1, "worker": 2}, 512,
-                          {"tony.containers.envs": "SKIP_HADOOP_PATH=true,A=1"}).read_text()
+                          {"A": "1"}).read_text()
     for expected in ("<name>tony.ps.instances</name><value>1</value>",
                      "<name>tony.worker.instances</name><value>2</value>",
                      "<name>tony.worker.memory</name><value>512m</value>",
                      "<name>tony.application.security.enabled</name><value>false</value>",
-                     "<name>tony.containers.envs</name><value>SKIP_HADOOP_PATH=true,A=1</value>",
-                     f"<name>tony.task.executor.jvm.opts</name><value>-Xmx1536m {run.JVM_FLAGS}</value>"):
+                     "<name>tony.containers.envs</name><value>SKIP_HADOOP_PATH=true,TMPDIR=tmp,A=1</value>",
+                     "<name>tony.task.am.jvm.opts</name><value>"
+                     f"{run.JVM_FLAGS} -Djava.io.tmpdir=tmp</value>",
+                     "<name>tony.task.executor.jvm.opts</name><value>"
+                     f"-Xmx1536m {run.JVM_FLAGS} -Djava.io.tmpdir=tmp</value>"):
         assert expected in text
 
 

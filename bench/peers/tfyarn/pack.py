@@ -4,7 +4,7 @@ tf-yarn ships its Python to the containers as an archive (cluster-pack builds a 
 submitting environment); its users upload it once and name it in `pyenv_zip_path`. The pex is
 built from that venv's pinned requirements (`pip freeze`; resolving tf-yarn's own loose ones
 picks a TensorBoard TensorFlow 2.15 refuses), cached under ~/.cache by their digest. Containers
-unpack it into a fixed PEX_ROOT, so only a host's first run pays the unpacking.
+unpack it into one PEX_ROOT (runner.PEX_ROOT), so only a host's first run pays the unpacking.
 """
 
 from __future__ import annotations

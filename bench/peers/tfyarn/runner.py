@@ -17,6 +17,8 @@ from pathlib import Path
 from bench.peers.tfyarn import pack
 
 SUBMIT = Path(__file__).with_name("submit.py")
+# where the containers (all on this host) unpack the pex: one place, so only the first run pays
+PEX_ROOT = pack.CACHE / "pex-root"
 PYTHON_ENV = "TONY_BENCH_TFYARN_PYTHON"
 
 
@@ -53,7 +55,8 @@ def submit(tfyarn: TfYarn, env: dict[str, str], memory_mb: int, task: str = "tri
     every container."""
     t0 = time.time()
     proc = subprocess.run([tfyarn.python, str(SUBMIT), "--pex", tfyarn.pex_uri, "--task", task, "--types", types,
-                           "--memory", str(memory_mb), *(f"--env={k}={v}" for k, v in env.items())],
+                           "--memory", str(memory_mb), "--pex-root", str(PEX_ROOT),
+                           *(f"--env={k}={v}" for k, v in env.items())],
                           capture_output=True, text=True, timeout=timeout, cwd=SUBMIT.parent)
     wall = time.time() - t0
     sweep_tmp(t0)

@@ -25,6 +25,7 @@ SUBMITTER = "com.linkedin.tony.cli.ClusterSubmitter"
 # Evened with ours: our skein AM runs with these flags, so TonY's client, AM and executor JVMs do too
 # (TonY's own defaults: C2 and the parallel collector, executors -Xmx1536m, kept)
 JVM_FLAGS = " ".join(LIGHT_JVM_FLAGS)
+CONTAINER_TMP = "-Djava.io.tmpdir=tmp"  # relative: the container's working directory, where YARN makes tmp
 TASK_ENV = ("JOB_NAME", "TASK_INDEX")  # what TonY calls DTF_TASK_JOB_NAME / DTF_TASK_INDEX
 
 
@@ -36,20 +37,23 @@ class TonyRun:
     log: str
 
 
-def write_conf(path: Path, instances: dict[str, int], memory_mb: int, extra: dict[str, str] | None = None) -> Path:
-    """tony.xml for one job: its task types and their sizes, security and history for this cluster."""
+def write_conf(path: Path, instances: dict[str, int], memory_mb: int, env: dict[str, str] | None = None) -> Path:
+    """tony.xml for one job: its task types and their sizes, security and history for this cluster, and
+    `env` for every container."""
+    # the tasks' temporary files in the container's own tmp, as ours (TonY's AM writes its dashboard
+    # template into java.io.tmpdir, TensorFlow's autograph into TMPDIR: /tmp otherwise, never removed)
+    envs = {"SKIP_HADOOP_PATH": "true", "TMPDIR": "tmp", **(env or {})}
     props = {
         "tony.application.security.enabled": "false",
         "tony.history.location": "/tmp/tony-history",
         "tony.history.intermediate": "/tmp/tony-history/intermediate",
         "tony.history.finished": "/tmp/tony-history/finished",
-        "tony.containers.envs": "SKIP_HADOOP_PATH=true",
+        "tony.containers.envs": ",".join(f"{k}={v}" for k, v in envs.items()),
         "tony.am.memory": f"{memory_mb}m",
-        "tony.task.am.jvm.opts": JVM_FLAGS,
-        "tony.task.executor.jvm.opts": f"-Xmx1536m {JVM_FLAGS}",
+        "tony.task.am.jvm.opts": f"{JVM_FLAGS} {CONTAINER_TMP}",
+        "tony.task.executor.jvm.opts": f"-Xmx1536m {JVM_FLAGS} {CONTAINER_TMP}",
         **{f"tony.{name}.instances": str(n) for name, n in instances.items()},
         **{f"tony.{name}.memory": f"{memory_mb}m" for name in instances},
-        **(extra or {}),
     }
     root = ET.Element("configuration")
     for name, value in props.items():
