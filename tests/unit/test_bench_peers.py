@@ -109,7 +109,7 @@ def test_the_launch_table_has_ytf_submits_ratio_to_each_peer_for_each_figure():
     assert [row[0] for row in without_peers] == ["ytf-submit", "skein floor"]
 
 
-def test_tfyarn_containers_unpack_the_pex_into_the_fixed_root(monkeypatch, tmp_path, capsys):
+def test_tfyarn_containers_unpack_the_pex_into_the_fixed_root(monkeypatch, tmp_path):
     """tf-yarn 0.7.0 sets the containers' PEX_ROOT from the *client's* environment (a new
     /tmp/<uuid4> per run otherwise, ~1.8 GB unpacked each time and left there); `env` cannot set it."""
     import sys
