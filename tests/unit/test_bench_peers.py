@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from bench.peers.tony import adapt, run
@@ -147,3 +149,13 @@ def test_tfyarn_runs_name_a_pex_root_in_the_cache_not_in_tmp():
     from bench.peers.tfyarn import pack, runner
 
     assert runner.PEX_ROOT.is_relative_to(pack.CACHE)
+
+
+def test_the_tfyarn_requirements_are_the_venvs_own_whatever_pythonpath_holds(tmp_path, monkeypatch):
+    from bench.peers.tfyarn import pack
+
+    dist = tmp_path / "stray_checkout-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: stray-checkout\nVersion: 0.1.0\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert not [r for r in pack.requirements(sys.executable) if r.lower().startswith("stray")]
