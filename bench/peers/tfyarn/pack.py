@@ -23,9 +23,15 @@ class PackError(RuntimeError):
     pass
 
 
+def own_environ() -> dict[str, str]:
+    """The environment for the venv's own tools: without PYTHONPATH, whose packages (a checkout's
+    egg-info) `pip freeze` would list as the venv's and pex could not resolve."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def requirements(python: str) -> list[str]:
     frozen = subprocess.run([python, "-m", "pip", "freeze", "--exclude-editable"], check=True,
-                            capture_output=True, text=True).stdout.split()
+                            capture_output=True, text=True, env=own_environ()).stdout.split()
     return sorted(r for r in frozen if not r.lower().startswith("pex=="))
 
 
@@ -43,7 +49,8 @@ def build_pex(python: str) -> Path:
     # --intransitive: the frozen list is the whole environment (tf-keras alone would pull in `tensorflow`,
     # the GPU build, which the venv does not have)
     done = subprocess.run([str(Path(python).parent / "pex"), "-r", str(listing), "--intransitive",
-                           "--inherit-path=fallback", "-o", str(part)], capture_output=True, text=True)
+                           "--inherit-path=fallback", "-o", str(part)], capture_output=True, text=True,
+                          env=own_environ())
     if done.returncode != 0:
         raise PackError(f"pex failed: {(done.stderr or done.stdout).strip()[-1000:]}")
     part.rename(pex)
