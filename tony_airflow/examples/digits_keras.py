@@ -43,12 +43,15 @@ class EpochLog(keras.callbacks.Callback):
         self.losses: list[float] = []
         self.steps = 0
         self.epoch_seconds: list[float] = []
+        self.epoch_walls: list[tuple[float, float]] = []  # (begin, end), Unix time: what else ran meanwhile
 
     def on_epoch_begin(self, epoch, logs=None):
         self._t = time.perf_counter()
+        self._wall = time.time()
 
     def on_epoch_end(self, epoch, logs=None):
         self.epoch_seconds.append(time.perf_counter() - self._t)
+        self.epoch_walls.append((self._wall, time.time()))
         self.steps += self.steps_per_epoch
         self.epochs.append(epoch)
         self.losses.append(float(logs["loss"]))
@@ -127,6 +130,7 @@ def main() -> None:
             "steps": log.steps, "steps_per_second": log.steps_per_second(),
             "steady_steps_per_second": log.steps_per_second(skip_first=True),
             "epoch_seconds": [round(t, 3) for t in log.epoch_seconds],
+            "epoch_walls": [[round(b, 3), round(e, 3)] for b, e in log.epoch_walls],
             "workers": strategy.num_replicas_in_sync,
         })
         print(f"test accuracy {accuracy:.4f}; model written to {out}", flush=True)
