@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
-from bench import training_overhead
+from bench import load_sensitivity, training_overhead
 from bench.cpu_share import CpuShare, kind_of
 
 SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass  # {tag}"
@@ -63,3 +64,12 @@ def test_each_rounds_ratio_pairs_the_runs_of_that_round():
 
     row = training_overhead._per_round([run(90.0), run(110.0), run(95.0)], [run(100.0), run(100.0), run(100.0)])
     assert row == ["ratio of each round (median)", "0.950", "0.950", "0.900, 1.100, 0.950"]
+
+
+def test_the_synthetic_load_uses_the_share_of_a_core_it_is_given():
+    burner = subprocess.Popen([sys.executable, "-c", load_sensitivity.BURNER, "0.2", "0.02"])
+    time.sleep(2.0)
+    burner.kill()
+    _, _, usage = os.wait4(burner.pid, 0)
+    burner.returncode = -9
+    assert 0.2 <= usage.ru_utime + usage.ru_stime <= 0.6  # 0.2 of a core for 2 s, and the interpreter's start
