@@ -279,6 +279,26 @@ def test_operator_deferrable_defers_to_the_trigger_and_completes_from_its_event(
         op.execute_complete(ctx, {"status": "error", "application_id": "x", "message": "cannot watch x"})
 
 
+def test_a_deferring_operator_logs_the_state_it_leaves_and_the_trigger_goes_on_from_there(fake_rm, monkeypatch):
+    # The triggerer may pick the trigger up seconds later, when the application already runs: the state
+    # at submission is logged by the task itself, and the trigger logs only what comes after it.
+    op, _ = _operator(fake_rm, monkeypatch, deferrable=True)
+    lines: list[str] = []
+    monkeypatch.setattr(op.log, "info", lambda fmt, *args: lines.append(fmt % args))
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(task_context())
+    trigger = deferred.value.trigger
+    app = trigger.application_id
+    assert f"{app} ACCEPTED UNDEFINED" in lines and trigger.seen_state == ["ACCEPTED", "UNDEFINED"]
+
+    logged: list[str] = []
+    monkeypatch.setattr(trigger.log, "info", lambda fmt, *args: logged.append(fmt % args))
+    classpath, kwargs = trigger.serialize()
+    assert kwargs["seen_state"] == ["ACCEPTED", "UNDEFINED"]
+    assert [e["status"] for e in _events(trigger)] == ["success"]
+    assert logged == [f"{app} RUNNING UNDEFINED", f"{app} FINISHED SUCCEEDED"]
+
+
 def test_operator_on_kill_kills_its_application(fake_rm, monkeypatch):
     op, _ = _operator(fake_rm, monkeypatch, wait_for_completion=False, states=[("RUNNING", "UNDEFINED")])
     op.execute(task_context())
