@@ -282,7 +282,9 @@ def test_operator_deferrable_defers_to_the_trigger_and_completes_from_its_event(
 def test_a_deferring_operator_logs_the_state_it_leaves_and_the_trigger_goes_on_from_there(fake_rm, monkeypatch):
     # The triggerer may pick the trigger up seconds later, when the application already runs: the state
     # at submission is logged by the task itself, and the trigger logs only what comes after it.
-    op, _ = _operator(fake_rm, monkeypatch, deferrable=True)
+    # (the fake RM moves an application on at every request: publishing the links reads one state)
+    states = [("ACCEPTED", "UNDEFINED")] * 2 + [("RUNNING", "UNDEFINED")] * 2 + [("FINISHED", "SUCCEEDED")]
+    op, _ = _operator(fake_rm, monkeypatch, deferrable=True, states=states)
     lines: list[str] = []
     monkeypatch.setattr(op.log, "info", lambda fmt, *args: lines.append(fmt % args))
     with pytest.raises(TaskDeferred) as deferred:

@@ -247,9 +247,14 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         if not self.wait_for_completion:
             return app_id
         if self.deferrable:
+            # The triggerer may start the trigger seconds from now: the state the application is in
+            # as the task defers goes into the log here, and the trigger logs only what follows.
+            report = self.hook.application_report(app_id)
+            self.log.info("%s %s %s", app_id, report.state, report.final_status)
             self.defer(trigger=YarnApplicationTrigger.for_settings(
                 self.hook.settings, app_id, self.poll_interval, stream_logs=self.stream_logs,
-                log_tail_lines=self.log_tail_lines), method_name="execute_complete")
+                log_tail_lines=self.log_tail_lines, seen_state=[report.state, report.final_status]),
+                method_name="execute_complete")
         handle = self._tony_client().handle(app_id)
         live = self._live_output() if self.stream_logs else None
         report = handle.wait(poll=self.poll_interval, on_change=self._log_change, on_poll=live)

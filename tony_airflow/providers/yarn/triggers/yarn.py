@@ -42,7 +42,8 @@ class YarnApplicationTrigger(BaseTrigger):
     def __init__(self, application_id: str, rm_addresses: list[str], user: str | None = None,
                  auth: str = "simple", poll_interval: float = 5.0, kill_on_task_kill: bool = True,
                  principal: str | None = None, keytab: str | None = None, stream_logs: bool = False,
-                 log_tail_lines: int = 100, follow: dict[str, Any] | None = None) -> None:
+                 log_tail_lines: int = 100, follow: dict[str, Any] | None = None,
+                 seen_state: list[str] | None = None) -> None:
         super().__init__()
         self.application_id = application_id
         self.rm_addresses = list(rm_addresses)
@@ -57,24 +58,26 @@ class YarnApplicationTrigger(BaseTrigger):
         self.stream_logs = stream_logs
         self.log_tail_lines = int(log_tail_lines)
         self.follow = dict(follow or {})
+        # [state, final status] the task logged before deferring: the trigger logs only the changes after it
+        self.seen_state = list(seen_state) if seen_state else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
             "application_id": self.application_id, "rm_addresses": self.rm_addresses, "user": self.user,
             "auth": self.auth, "poll_interval": self.poll_interval, "kill_on_task_kill": self.kill_on_task_kill,
             "principal": self.principal, "keytab": self.keytab, "stream_logs": self.stream_logs,
-            "log_tail_lines": self.log_tail_lines, "follow": self.follow,
+            "log_tail_lines": self.log_tail_lines, "follow": self.follow, "seen_state": self.seen_state,
         })
 
     @classmethod
     def for_settings(cls, settings: YarnSettings, application_id: str, poll_interval: float,
                      kill_on_task_kill: bool = True, stream_logs: bool = False,
-                     log_tail_lines: int = 100) -> YarnApplicationTrigger:
+                     log_tail_lines: int = 100, seen_state: list[str] | None = None) -> YarnApplicationTrigger:
         """The trigger for one application of a resolved `yarn` connection."""
         return cls(application_id, settings.rm_addresses, user=settings.user, auth=settings.auth,
                    poll_interval=poll_interval, kill_on_task_kill=kill_on_task_kill,
                    principal=settings.principal, keytab=settings.keytab, stream_logs=stream_logs,
-                   log_tail_lines=log_tail_lines)
+                   log_tail_lines=log_tail_lines, seen_state=seen_state)
 
     def _client(self) -> AsyncResourceManagerClient:
         auth = http_auth(YarnSettings(rm_addresses=self.rm_addresses, auth=self.auth, principal=self.principal,
@@ -86,7 +89,7 @@ class YarnApplicationTrigger(BaseTrigger):
         return (tuple(self.rm_addresses), self.user, self.auth, self.principal, self.keytab)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        seen: tuple[str, str] | None = None
+        seen: tuple[str, ...] | None = tuple(self.seen_state) if self.seen_state else None
         errors = 0
         try:
             client = self._client()
