@@ -27,7 +27,7 @@ from tony_airflow.providers.yarn.links.yarn import TensorBoardLink, YarnApplicat
 from tony_airflow.providers.yarn.operators.tensorflow import TensorFlowOnYarnOperator  # noqa: E402
 from tony_airflow.providers.yarn.sensors.yarn import YarnApplicationSensor  # noqa: E402
 from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger  # noqa: E402
-from tony_airflow.yarn.rest import ResourceManagerClient  # noqa: E402
+from tony_airflow.yarn.rest import ResourceManagerClient, ResourceManagerError  # noqa: E402
 
 APP = "application_1699999999999_0042"
 RUNNING = [("ACCEPTED", "UNDEFINED"), ("RUNNING", "UNDEFINED"), ("RUNNING", "UNDEFINED")]
@@ -399,3 +399,20 @@ def test_sensor_uses_the_one_application_id_pattern(fake_rm, bad):
     with pytest.raises(AirflowFailException, match="is not a YARN application id"):
         YarnApplicationSensor(task_id="w", application_id=bad, yarn_conn_id="fake_yarn").poke({})
     assert fake_rm.requests == []
+
+
+def test_a_deferring_operator_defers_even_when_the_rm_does_not_answer_its_last_look(fake_rm, monkeypatch):
+    op, _ = _operator(fake_rm, monkeypatch, deferrable=True)
+    calls: list[str] = []
+    answered = op.hook.application_report
+
+    def answers_once(app_id):  # publishing the links reads the report; the look before deferring fails
+        calls.append(app_id)
+        if len(calls) > 1:
+            raise ResourceManagerError("no ResourceManager answered: connection refused")
+        return answered(app_id)
+
+    monkeypatch.setattr(op.hook, "application_report", answers_once)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(task_context())
+    assert deferred.value.trigger.seen_state is None and len(calls) == 2

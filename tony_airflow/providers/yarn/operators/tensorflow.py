@@ -41,7 +41,7 @@ from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
 from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import hdfs_path
-from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport
+from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport, ResourceManagerError
 
 USAGE_KEY = "usage"
 YARN_TAG_MAX = 100  # YARN refuses longer application tags
@@ -249,12 +249,16 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         if self.deferrable:
             # The triggerer may start the trigger seconds from now: the state the application is in
             # as the task defers goes into the log here, and the trigger logs only what follows.
-            report = self.hook.application_report(app_id)
-            self.log.info("%s %s %s", app_id, report.state, report.final_status)
+            seen: list[str] | None = None
+            try:
+                report = self.hook.application_report(app_id)
+                seen = [report.state, report.final_status]
+                self.log.info("%s %s %s", app_id, report.state, report.final_status)
+            except ResourceManagerError as exc:  # the trigger reads it, and retries, soon enough
+                self.log.warning("%s: no state before deferring: %s", app_id, exc)
             self.defer(trigger=YarnApplicationTrigger.for_settings(
                 self.hook.settings, app_id, self.poll_interval, stream_logs=self.stream_logs,
-                log_tail_lines=self.log_tail_lines, seen_state=[report.state, report.final_status]),
-                method_name="execute_complete")
+                log_tail_lines=self.log_tail_lines, seen_state=seen), method_name="execute_complete")
         handle = self._tony_client().handle(app_id)
         live = self._live_output() if self.stream_logs else None
         report = handle.wait(poll=self.poll_interval, on_change=self._log_change, on_poll=live)
