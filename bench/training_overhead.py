@@ -234,12 +234,11 @@ def cpu_report(done: dict[str, list[Run]], command: str) -> Report:
 def _launch(runs: list[Run], failures: dict[str, list[str]], name: str, launch: Callable[[], Speeds],
             peer: bool) -> None:
     """One measured launch; a peer's failure is counted and named in the report, not the end of the benchmark."""
-    if not peer:
-        runs.append(measured(launch))
-        return
     try:
         runs.append(measured(launch))
     except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as exc:
+        if not peer:
+            raise
         failures.setdefault(name, []).append(" ".join(str(exc).split())[:300])
         print(f"{name} failed: {exc}", file=sys.stderr)
 
