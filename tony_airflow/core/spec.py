@@ -143,6 +143,21 @@ class JobSpec:
         return cls(tasks=tasks, timeouts=timeouts, **data)
 
     # -------------------------------------------------------- validation
+    def _check_framework_shape(self) -> None:
+        """What the framework's cluster cannot express: TF_CONFIG has one chief (or its old name, master)
+        and one evaluator; PyTorch's rank 0 is one master."""
+        singles = {"tensorflow": ("chief", "master", "evaluator"), "pytorch": ("chief", "master")}
+        name = {"tensorflow": "TensorFlow", "pytorch": "PyTorch"}.get(self.framework)
+        for kind in singles.get(self.framework, ()):
+            count = self.tasks[kind].instances if kind in self.tasks else 0
+            if count > 1:
+                what = "one master (rank 0)" if self.framework == "pytorch" else f"at most one {kind}"
+                more = "" if kind == "evaluator" else " (more tasks go in worker)"
+                raise UsageError(f"cluster_requirement: {kind}:{count} — {name} has {what}; allowed: {kind}:1{more}")
+        if name and "chief" in self.tasks and "master" in self.tasks:
+            raise UsageError(f"cluster_requirement: chief and master — {name} has one chief (master is its old "
+                             "name); allowed: one of them")
+
     def validate(self, max_allocation: tuple[int, int] | None = None, check_paths: bool = True) -> JobSpec:
         """Refuse what cannot run, before anything is submitted."""
         if not self.tasks:
@@ -175,6 +190,7 @@ class JobSpec:
             raise UsageError("python: is empty; allowed: the Python command on the nodes, such as python3")
         if self.framework not in FRAMEWORKS:
             raise UsageError(f"framework: {self.framework!r} is not supported; allowed: {', '.join(FRAMEWORKS)}")
+        self._check_framework_shape()
         if self.heartbeat_interval < MIN_HEARTBEAT_INTERVAL_S:
             raise UsageError(f"heartbeat_interval: {self.heartbeat_interval:g} s is too short; allowed: at least "
                              f"{MIN_HEARTBEAT_INTERVAL_S} s")

@@ -175,3 +175,23 @@ def test_a_huge_src_dir_is_refused_with_its_size(tmp_path, capsys, monkeypatch):
 def test_spec_json_still_round_trips():
     job = build_job_spec({"cluster_requirement": "ps:1,worker:2", "command": "x", "task_gpus": "worker:1"})
     assert JobSpec.from_json(job.to_json()) == job
+
+
+# ------------------------------------------------ issue #30 item 15: what TF_CONFIG cannot express
+@pytest.mark.parametrize("argv, expected", [
+    (["-r", "chief:2,worker:1"], "cluster_requirement: chief:2 — TensorFlow has at most one chief"),
+    (["-r", "evaluator:2,worker:1"], "cluster_requirement: evaluator:2 — TensorFlow has at most one evaluator"),
+    (["-r", "master:2,worker:1"], "cluster_requirement: master:2 — TensorFlow has at most one master"),
+    (["-r", "chief:1,master:1,worker:1"], "cluster_requirement: chief and master — TensorFlow has one chief"),
+    (["-r", "master:2,worker:1", "--framework", "pytorch"],
+     "cluster_requirement: master:2 — PyTorch has one master (rank 0)"),
+])
+def test_what_the_framework_cannot_express_is_refused(argv, expected, capsys, monkeypatch):
+    line = _refuse([*argv, "python3 x.py"], capsys, monkeypatch)
+    assert line.startswith(f"error: {expected}"), line
+    assert "allowed:" in line
+
+
+def test_one_chief_and_one_evaluator_are_fine():
+    for argv in (["-r", "chief:1,worker:2,evaluator:1,ps:1"], ["-r", "master:1,worker:3", "--framework", "pytorch"]):
+        submit.job_from_args(submit.build_parser().parse_args([*argv, "python3 x.py"])).validate(check_paths=False)
