@@ -10,11 +10,11 @@ secret. The AM refuses unsigned, forged, stale and replayed requests.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
 import json
 import secrets
 import time
-from collections import OrderedDict
 from dataclasses import MISSING, asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -101,7 +101,10 @@ class Verifier:
     def __init__(self, secret: str, max_skew: float = MAX_SKEW_S):
         self._key = secret.encode()
         self._max_skew = max_skew
-        self._seen: OrderedDict[str, float] = OrderedDict()
+        # A nonce is kept until its own timestamp goes stale (timestamp + skew), not for a time after
+        # receipt: a request dated ahead of the AM's clock stays acceptable that much longer.
+        self._seen: set[str] = set()
+        self._expiry: list[tuple[float, str]] = []  # a heap of (when the nonce's request goes stale, nonce)
 
     def check(self, method: str, path: str, headers, body: bytes) -> str | None:
         """None when the request is authentic, else the reason it is refused."""
@@ -109,20 +112,21 @@ class Verifier:
         if not (timestamp and nonce and signature):
             return "unsigned request"
         try:
-            age = abs(time.time() - float(timestamp))
+            sent = float(timestamp)
         except ValueError:
             return "malformed timestamp"
-        if age > self._max_skew:
+        if not abs(time.time() - sent) <= self._max_skew:  # also NaN
             return "stale request"
         expected = hmac.new(self._key, _message(method, path, timestamp, nonce, body), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, signature):
             return "bad signature"
         now = time.time()
-        while self._seen and next(iter(self._seen.values())) < now:
-            self._seen.popitem(last=False)
+        while self._expiry and self._expiry[0][0] < now:
+            self._seen.discard(heapq.heappop(self._expiry)[1])
         if nonce in self._seen:
             return "replayed request"
-        self._seen[nonce] = now + self._max_skew
+        self._seen.add(nonce)
+        heapq.heappush(self._expiry, (sent + self._max_skew, nonce))
         return None
 
 

@@ -77,3 +77,20 @@ def test_task_environment_pytorch():
     hosts = {"worker": ["a:10", "b:11", "c:12"]}
     env = task_env(job, hosts, TaskIdentity("worker", 2, 1, "a"))
     assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == ("a", "10", "2", "3")
+
+
+def test_a_request_signed_ahead_of_the_clock_cannot_be_replayed_before_it_goes_stale(monkeypatch):
+    """Issue #30 item 10: a nonce was forgotten 300 s after receipt, while a timestamp up to 300 s in the
+    future is accepted: a request dated 200 s ahead could be replayed between 300 s and 500 s later."""
+    clock = [1_000_000.0]
+    monkeypatch.setattr(protocol.time, "time", lambda: clock[0])
+    v = protocol.Verifier("s3cret")
+    clock[0] += 200  # the sender's clock runs 200 s ahead
+    ahead = protocol.sign("s3cret", "POST", "/v1/heartbeat", b"{}")
+    clock[0] -= 200
+    assert v.check("POST", "/v1/heartbeat", ahead, b"{}") is None
+    for later in (299, 301, 450, 499):
+        clock[0] = 1_000_000.0 + later
+        assert v.check("POST", "/v1/heartbeat", ahead, b"{}") == "replayed request", later
+    clock[0] = 1_000_000.0 + 501
+    assert v.check("POST", "/v1/heartbeat", ahead, b"{}") == "stale request"
