@@ -176,6 +176,9 @@ def write_token_file(path: str | Path, tokens: list[HadoopToken]) -> None:
         body += _vint(len(token.identifier)) + token.identifier + _vint(len(token.password)) + token.password
         body += _text(token.kind) + _text(token.service)
     body += _vint(0)  # no secret keys
-    target = Path(path)
-    target.touch(mode=0o600)
-    target.write_bytes(bytes(body))
+    # Private whatever was there: never through a symbolic link (ELOOP), and 0600 before a byte is written
+    # (an existing file keeps its mode under open(); fchmod fixes it, or fails for another user's file).
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600), "wb") as out:
+        os.fchmod(out.fileno(), 0o600)
+        out.truncate(0)
+        out.write(bytes(body))

@@ -93,3 +93,23 @@ def test_malformed_token_files_are_refused(tmp_path, content, message):
 def test_a_token_never_shows_its_password():
     token = HadoopToken("a", b"id", b"hunter2", HDFS_DELEGATION_KIND, "s")
     assert "hunter2" not in repr(token) and base64.b64encode(b"hunter2").decode() not in repr(token)
+
+
+def test_a_token_file_is_private_even_over_a_readable_file_and_never_through_a_link(tmp_path):
+    """Issue #30 item 8: `tony tokens --out` over a 0644 file left the tokens readable by every user."""
+    import os
+    import stat
+
+    tokens = [HadoopToken(alias="a", identifier=b"i", password=b"p", kind="HDFS_DELEGATION_TOKEN", service="s")]
+    path = tmp_path / "tokens"
+    path.write_bytes(b"old")
+    path.chmod(0o644)
+    write_token_file(path, tokens)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    victim = tmp_path / "elsewhere"
+    victim.write_bytes(b"keep")
+    link = tmp_path / "link"
+    link.symlink_to(victim)
+    with pytest.raises(OSError):
+        write_token_file(link, tokens)
+    assert victim.read_bytes() == b"keep" and os.path.islink(link)
