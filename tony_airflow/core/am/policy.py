@@ -97,8 +97,9 @@ def decide(job: JobSpec, tasks: Iterable[TaskView], attempt_start: float, app_st
         return Outcome(False, f"registration timeout: {', '.join(x.id for x in unregistered[:5])} did not "
                               f"register within {timeouts.registration:.0f}s")
     if timeouts.heartbeat:
-        for x in t:
-            if not x.done and x.last_heartbeat is not None and now - x.last_heartbeat > timeouts.heartbeat:
+        for x in t:  # a sidecar (TensorBoard) never decides, not even by going silent
+            if (x.role != "sidecar" and not x.done and x.last_heartbeat is not None
+                    and now - x.last_heartbeat > timeouts.heartbeat):
                 return Outcome(False, f"heartbeat timeout: {x.id} sent no heartbeat for "
                                       f"{timeouts.heartbeat:.0f}s (hung or lost)", x)
     return None

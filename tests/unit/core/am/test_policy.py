@@ -140,3 +140,17 @@ def test_every_framework_has_a_runtime():
     from tony_airflow.core.spec import FRAMEWORKS
 
     assert set(RUNTIMES) == set(FRAMEWORKS)
+
+
+def test_a_silent_sidecar_does_not_fail_the_training():
+    """Issue #30 item 5: a lost TensorBoard host failed the attempt through the heartbeat timeout,
+    against 'sidecars never decide'."""
+    job = make_job("worker:2,tensorboard:1", output="/o", timeouts={"heartbeat": 5})
+    reg = _reg(job)
+    t0 = 1000.0
+    for task in reg.tasks.values():
+        task.last_heartbeat = t0 + 20 if task.type == "worker" else t0
+    assert policy.decide(job, reg.tasks.values(), attempt_start=t0 - 30, app_start=t0 - 30, now=t0 + 21) is None
+    reg.tasks[("worker", 1)].last_heartbeat = t0
+    outcome = policy.decide(job, reg.tasks.values(), attempt_start=t0 - 30, app_start=t0 - 30, now=t0 + 21)
+    assert outcome is not None and "heartbeat timeout: worker:1" in outcome.reason
