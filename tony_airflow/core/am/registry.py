@@ -7,6 +7,7 @@ and the benchmark all drive the same code.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -74,6 +75,8 @@ class Registry:
         self.tasks: dict[tuple[str, int], TaskState] = {}
         self.history: list[dict[str, Any]] = []
         self._spec: dict[str, Any] | None = None
+        self._ready_answer = b""     # the spec's answer, serialized once per attempt for every waiter
+        self._unregistered = 0       # tasks of the attempt not registered yet: the gang forms at 0
         self._spec_ready = asyncio.Event()
         self._attempt_over = asyncio.Event()
         self.changed = asyncio.Event()
@@ -88,6 +91,8 @@ class Registry:
             (t, i): TaskState(t, i, attempt, self.job.tasks[t].role) for t, i in self.job.task_ids()
         }
         self._spec = None
+        self._ready_answer = b""
+        self._unregistered = len(self.tasks)
         self._spec_ready = asyncio.Event()
         self._attempt_over = asyncio.Event()
         self._gpus_in_use = {}
@@ -153,9 +158,11 @@ class Registry:
         if task.status in (REQUESTED, ALLOCATED):
             task.status = REGISTERED
         if first:
+            self._unregistered -= 1
             self._event(ev.TASK_REGISTERED, task, host=host, port=int(port), container_id=task.yarn_container_id)
-        if self._spec is None and all(t.registered_at is not None for t in self.tasks.values()):
+        if self._spec is None and self._unregistered == 0:
             self._spec = self._build_spec()
+            self._ready_answer = json.dumps({"state": "ready", "spec": self._spec}).encode()
             for t in self.tasks.values():
                 if t.status == REGISTERED:
                     t.status = RUNNING
@@ -173,6 +180,12 @@ class Registry:
     @property
     def spec_published(self) -> bool:
         return self._spec is not None
+
+    @property
+    def ready_answer(self) -> bytes:
+        """`{"state": "ready", "spec": …}` as sent to every executor of the attempt (serialized once:
+        once per waiter made the gang's start O(n²) in the number of tasks)."""
+        return self._ready_answer
 
     async def wait_spec(self, attempt: int, timeout: float,
                         task: tuple[str, int] | None = None) -> tuple[str, dict[str, Any] | None]:

@@ -96,6 +96,8 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         except (KeyError, ValueError):
             return web.json_response({"error": "attempt, wait and index must be numbers"}, status=400)
         state, spec = await registry.wait_spec(attempt, wait, task)
+        if state == "ready":
+            return web.Response(body=registry.ready_answer, content_type="application/json")
         return web.json_response(asdict(protocol.ClusterSpecAnswer(state, spec)))
 
     async def heartbeat(request: web.Request) -> web.Response:

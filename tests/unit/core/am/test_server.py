@@ -76,3 +76,43 @@ def test_progress_is_served_unsigned_with_the_registrys_address():
         assert progress == protocol.Progress(attempt=1, max_attempts=1, total=3, allocated=1, registered=1)
 
     asyncio.run(scenario())
+
+
+def test_the_cluster_spec_is_serialized_once_for_all_the_tasks_waiting_for_it(monkeypatch):
+    """Issue #30 item 11: every answer ran dataclasses.asdict over the whole spec, once per waiting
+    executor: O(n²) in the gang's size (5000 executors: 26.6 s, the AM over its 512 MiB container)."""
+    import dataclasses
+
+    n = 60
+    copies = []
+    real_asdict = dataclasses.asdict
+
+    def counting_asdict(obj, *args, **kwargs):
+        if isinstance(obj, protocol.ClusterSpecAnswer) and obj.spec is not None:
+            copies.append(obj)
+        return real_asdict(obj, *args, **kwargs)
+
+    monkeypatch.setattr(server, "asdict", counting_asdict)
+
+    async def scenario():
+        reg = Registry(make_job(f"worker:{n}"), "app_1")
+        reg.new_attempt(1)
+        client = await serve(server.build_app(reg, SECRET))
+        try:
+            for i in range(n):
+                body, headers = signed("POST", protocol.REGISTER, {"type": "worker", "index": i, "attempt": 1,
+                                                                   "host": "h", "port": 2000 + i})
+                assert (await client.post(protocol.REGISTER, data=body, headers=headers)).status == 200
+            answers = []
+            for i in range(n):
+                path = f"{protocol.CLUSTER_SPEC}?attempt=1&type=worker&index={i}&wait=1"
+                _, headers = signed("GET", path, b"")
+                answers.append(await (await client.get(path, headers=headers)).json())
+        finally:
+            await client.close()
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert all(a["state"] == "ready" and len(a["spec"]["hosts"]["worker"]) == n for a in answers)
+    assert answers[0]["spec"]["hosts"]["worker"][7] == "h:2007"
+    assert copies == [], f"the spec was copied {len(copies)} times for {n} waiters"
