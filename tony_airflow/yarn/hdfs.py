@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import getpass
 import os
-from typing import TYPE_CHECKING, BinaryIO
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 from urllib.parse import urlparse
 
 from tony_airflow.errors import ClusterError
@@ -29,17 +31,55 @@ def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: Kerb
     On a Kerberos cluster every call carries an HDFS delegation token: `token` when given, else the one
     in HADOOP_TOKEN_FILE_LOCATION (a container, an Azkaban or Oozie job), else one fetched once
     with SPNEGO as `login` (a keytab, else the ticket cache), as Hadoop's own WebHdfsFileSystem does."""
-    from fsspec.implementations.webhdfs import WebHDFS
-
     if conf is None:
         conf_dir = require_conf_dir()
         conf = HadoopConf.load(conf_dir)
     address = urlparse(conf.namenode_web_address())
     if conf.kerberos:
         token = token or _delegation_token(conf, login)
-        return WebHDFS(host=address.hostname, port=address.port, token=token, use_listings_cache=False)
+        return _webhdfs_class()(host=address.hostname, port=address.port, token=token, use_listings_cache=False)
     user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
-    return WebHDFS(host=address.hostname, port=address.port, user=user, use_listings_cache=False)
+    return _webhdfs_class()(host=address.hostname, port=address.port, user=user, use_listings_cache=False)
+
+
+# Every WebHDFS request has a deadline: a DataNode that hangs must not hang a chief's final push or the
+# AM's shutdown for ever. (connect, read) seconds; the read timeout is between bytes, not for a whole file.
+WEBHDFS_TIMEOUT_S = (10.0, 60.0)
+# Only a connection that was never made is retried here (the request was not sent, so retrying cannot
+# apply an APPEND or a CREATE twice); anything else is the caller's to retry.
+WEBHDFS_CONNECT_RETRIES = 3
+
+_CLASS: type | None = None
+
+
+def _webhdfs_class() -> type:
+    """fsspec's WebHDFS, whose requests all carry WEBHDFS_TIMEOUT_S and retry a refused connection."""
+    global _CLASS
+    if _CLASS is None:
+        import requests
+        from fsspec.implementations.webhdfs import WebHDFS
+        from requests.adapters import HTTPAdapter
+        from urllib3.util.retry import Retry
+
+        class _DeadlineSession(requests.Session):
+            def request(self, *args, **kwargs):
+                kwargs.setdefault("timeout", WEBHDFS_TIMEOUT_S)
+                return super().request(*args, **kwargs)
+
+        class TimedWebHDFS(WebHDFS):
+            def _connect(self) -> None:
+                super()._connect()
+                made: requests.Session = self.session  # type: ignore[has-type]  # fsspec's: its TLS settings and authentication
+                session = _DeadlineSession()
+                session.cert, session.verify, session.auth = made.cert, made.verify, made.auth
+                retry = Retry(total=WEBHDFS_CONNECT_RETRIES, connect=WEBHDFS_CONNECT_RETRIES, read=0, status=0,
+                              other=0, redirect=False, backoff_factor=0.5, allowed_methods=None)
+                for scheme in ("http://", "https://"):
+                    session.mount(scheme, HTTPAdapter(max_retries=retry))
+                self.session = session
+
+        _CLASS = TimedWebHDFS
+    return _CLASS
 
 
 def _delegation_token(conf: HadoopConf, login: KerberosLogin | None) -> str:
@@ -79,14 +119,106 @@ def append_bytes(fs: WebHDFS, path: str, data: bytes) -> None:
 PART_SUFFIX = ".tony-part"  # a file being written under a temporary name; readers skip it
 
 
-def replace_bytes(fs: WebHDFS, path: str, data: bytes) -> None:
+def is_part(name: str) -> bool:
+    """A file under a temporary name (being written, or left by a writer that was cut off)."""
+    return PART_SUFFIX in os.path.basename(name)
+
+
+def part_name(path: str, writer: str) -> str:
+    """A temporary name beside `path`, unique per writer and per call: two writers never share one."""
+    return f"{path}{PART_SUFFIX}-{writer}-{uuid.uuid4().hex[:8]}"
+
+
+def rename_over(fs: WebHDFS, source: str, destination: str) -> None:
+    """One NameNode operation that puts `source` at `destination`, replacing a file there.
+    WebHDFS's RENAME with `renameoptions=OVERWRITE` is the NameNode's rename2 (NamenodeWebHdfsMethods:
+    options given -> `cp.rename2(...)`, no body on success, an HTTP error otherwise): atomic, so a
+    reader sees the old file or the new one, never neither and never part of one."""
+    fs._call("RENAME", "put", source, destination=destination, renameoptions="OVERWRITE")
+
+
+def replace_bytes(fs: WebHDFS, path: str, data: bytes, writer: str = "w") -> None:
     """Write `path` whole or not at all. WebHDFS CREATE truncates in place, so a writer cut off
     mid-upload would leave readers an empty or partial file; a temporary name and one RENAME
     with OVERWRITE (a single NameNode operation) never does."""
-    part = path + PART_SUFFIX
-    fs.pipe_file(part, data)
-    # With options the NameNode does rename2: no body on success, an HTTP error (raised) otherwise
-    fs._call("RENAME", "put", part, destination=path, renameoptions="OVERWRITE")
+    part = part_name(path, writer)
+    try:
+        create_file(fs, part, data)
+        rename_over(fs, part, path)
+    except BaseException:
+        _forget(fs, part)
+        raise
+
+
+def _forget(fs: WebHDFS, part: str) -> None:
+    try:
+        fs._call("DELETE", "delete", part, recursive="false")
+    except Exception:  # the link is down: the next writer or reader skips it (is_part)
+        pass
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a listing: what a reader compares to tell a new version from the one it has."""
+    size: int
+    mtime_ms: int
+
+
+class OutputFiles(Protocol):
+    """The HDFS operations the output mirror is built from, each one WebHDFS request or one redirect
+    pair; unit tests stand in for it with an in-memory HDFS that can be cut after any of them."""
+
+    def list(self, root: str) -> dict[str, RemoteFile]: ...
+    def read(self, path: str, start: int = 0) -> bytes: ...
+    def download(self, path: str, local: str) -> None: ...
+    def create(self, path: str, data: bytes | BinaryIO) -> None: ...
+    def append(self, path: str, data: bytes) -> None: ...
+    def rename_over(self, source: str, destination: str) -> None: ...
+    def delete(self, path: str) -> None: ...
+    def mkdirs(self, path: str) -> None: ...
+
+
+class WebHdfsFiles:
+    """OutputFiles over WebHDFS (fsspec's filesystem with this module's deadlines)."""
+
+    def __init__(self, fs: WebHDFS):
+        self.fs = fs
+
+    def list(self, root: str) -> dict[str, RemoteFile]:
+        """Every file under `root` (recursively), or nothing when `root` does not exist."""
+        found: dict[str, RemoteFile] = {}
+        try:
+            listing = self.fs.find(root, detail=True)
+        except FileNotFoundError:
+            return found
+        for path, info in listing.items():
+            if info.get("type") != "directory":
+                found[path] = RemoteFile(int(info.get("size") or 0), int(info.get("modificationTime") or 0))
+        return found
+
+    def read(self, path: str, start: int = 0) -> bytes:
+        return self.fs.cat_file(path, start=start or None)
+
+    def download(self, path: str, local: str) -> None:
+        self.fs.get_file(path, local)
+
+    def create(self, path: str, data: bytes | BinaryIO) -> None:
+        create_file(self.fs, path, data)
+
+    def append(self, path: str, data: bytes) -> None:
+        append_bytes(self.fs, path, data)
+
+    def rename_over(self, source: str, destination: str) -> None:
+        rename_over(self.fs, source, destination)
+
+    def delete(self, path: str) -> None:
+        try:
+            self.fs._call("DELETE", "delete", path, recursive="false")
+        except FileNotFoundError:
+            pass
+
+    def mkdirs(self, path: str) -> None:
+        self.fs.mkdir(path)
 
 
 def create_file(fs: WebHDFS, path: str, data: bytes | BinaryIO, permission: str | None = None) -> None:

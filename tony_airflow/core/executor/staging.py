@@ -5,173 +5,418 @@ input is copied to a local directory before the command starts; an `hdfs://`
 output is mirrored — pulled once at start (so a later attempt resumes from the
 checkpoints an earlier one wrote), then pushed every few seconds and once more
 when the command ends by the task that owns the output (the chief), or pulled
-every few seconds by readers (TensorBoard). The command sees local paths in
-DTF_INPUT_PATH / DTF_OUTPUT_PATH and the original URIs in DTF_INPUT_URI /
-DTF_OUTPUT_URI. Transfers go over WebHDFS (fsspec).
+every few seconds by readers (TensorBoard); an evaluator does both, for the
+files it writes itself. The command sees local paths in DTF_INPUT_PATH /
+DTF_OUTPUT_PATH and the original URIs in DTF_INPUT_URI / DTF_OUTPUT_URI.
+
+What a reader of the HDFS output can see (the README's "What a job's output survives"):
+- a file whole or not at all: it is uploaded under a temporary name beside it
+  (`<name>.tony-part-<writer>-<random>`, skipped by every reader) and renamed into
+  place with one NameNode operation (rename with OVERWRITE);
+- a file as it was once the program had left it unchanged for QUIET_S, and not
+  changed while it was uploaded: a file being rewritten in place waits;
+- after a stop (the AM's, YARN's, a lost AM) or a failed exit, only files the
+  program had left unchanged for QUIET_S before its end: what the end tore keeps
+  its last published version;
+- TensorBoard's event files grown by APPEND (a cut leaves a prefix);
+- TensorFlow's `checkpoint` index only after every file of the checkpoint it names;
+- files the program removed removed, except a checkpoint the published index names;
+- one writer: the chief of the newest attempt claims the output (`.tony-writer`),
+  and a writer of an older attempt or application stops publishing.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
-from tony_airflow.yarn.hdfs import PART_SUFFIX, hdfs_path, replace_bytes, webhdfs
+from tony_airflow.yarn.hdfs import (
+    OutputFiles,
+    RemoteFile,
+    WebHdfsFiles,
+    hdfs_path,
+    is_part,
+    part_name,
+    webhdfs,
+)
 
 log = logging.getLogger("tony.executor.staging")
 SYNC_INTERVAL_S = 5.0
+QUIET_S = 1.0          # a file left unchanged this long is taken to be whole
+FINAL_TRIES = 3        # the final push, with FINAL_BACKOFF_S * try between tries
+FINAL_BACKOFF_S = 2.0
+JOIN_S = 120.0         # how long the final push waits for a round under way (each request has a deadline)
 CHECKPOINT_INDEX = "checkpoint"  # TensorFlow's CheckpointState: names the latest checkpoint in its directory
+WRITER_MARK = ".tony-writer"     # who publishes into the output now: "<application id> <attempt> <task>"
+EVENTS = ".tfevents."            # TensorBoard's event files: they grow in place
+_PATHS = re.compile(r'^(?:all_)?model_checkpoint_paths?:\s*"([^"]*)"', re.MULTILINE)
 _LATEST = re.compile(r'^model_checkpoint_path:\s*"([^"]*)"', re.MULTILINE)
 _SHARDS = re.compile(r"\.data-\d+-of-(\d+)$")
+
+Key = tuple[int, int]  # a local file's (size, mtime_ns): the version HDFS holds
 
 
 def is_hdfs(uri: str) -> bool:
     return uri.startswith("hdfs:")
 
 
+class WriterFenced(RuntimeError):
+    """Another attempt (or application) has claimed the output: this writer publishes nothing more."""
+
+
 class Mirror:
     """A local directory kept in step with one HDFS directory."""
 
-    def __init__(self, uri: str, local: Path, fs=None):
+    def __init__(self, uri: str, local: Path, files: OutputFiles | None = None, writer: str = "",
+                 attempt: tuple[str, int] = ("", 0)):
         self.uri = uri
         self.remote = hdfs_path(uri).rstrip("/") or "/"
         self.local = local.absolute()
-        self.fs = fs or webhdfs()
-        self._pushed: dict[str, tuple[int, int]] = {}
+        self.files: OutputFiles = files or WebHdfsFiles(webhdfs())
+        self.writer = writer or "w"
+        self.attempt = attempt                    # (application id, attempt number) of this writer
+        self._held: dict[str, Key] = {}           # rel -> the local version HDFS holds (pushed or pulled)
+        self._seen: dict[str, RemoteFile] = {}    # rel -> the remote version a pull copied
+        self._own: set[str] = set()               # files this writer may replace and remove in HDFS
+        self._indexes: dict[str, bytes] = {}      # rel -> the `checkpoint` index HDFS holds
+        self._mark: bytes | None = None           # WRITER_MARK as this writer last saw or wrote it
+        self._lock = threading.Lock()             # one round at a time: the loop's, the final push
         self._stop = threading.Event()
+        self._halted = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def pull(self, while_written: bool = True) -> int:
-        """Copy remote files that are missing or differ in size locally. Returns how many.
+    # ------------------------------------------------------------------ reading
+    def pull(self, while_written: bool = True, events: bool = True) -> int:
+        """Copy remote files that are new or changed since the last pull. Returns how many.
 
         `while_written`: the directory may be written to right now (an output), so a file
         HDFS shows empty is not copied yet; an input is complete, and its empty files
-        (e.g. `_SUCCESS`) are copied too.
+        (e.g. `_SUCCESS`) are copied too. `events`: copy TensorBoard's event files (a
+        task that only resumes from checkpoints does not need them).
         """
         self.local.mkdir(parents=True, exist_ok=True)
-        if not self.fs.exists(self.remote):
-            return 0
+        listing = self.files.list(self.remote)
         count = 0
-        for remote_file, info in self.fs.find(self.remote, detail=True).items():
-            if info.get("type") == "directory":
-                continue
+        indexes = []
+        for remote_file, info in sorted(listing.items()):
             rel = remote_file[len(self.remote):].lstrip("/")
-            if rel.endswith(PART_SUFFIX):
-                continue  # a replacement under way (replace_bytes)
-            target = self.local / rel
-            size = int(info.get("size") or 0)
-            local_size = target.stat().st_size if target.exists() else 0
-            if target.exists() and size == local_size:
+            name = os.path.basename(rel)
+            if is_part(rel) or name == WRITER_MARK or rel in self._own:
+                continue  # under way or left by a cut writer; this writer's own files
+            if name == CHECKPOINT_INDEX:
+                indexes.append((rel, info))
+            elif (events or EVENTS not in name) and self._copy(rel, info, while_written):
+                count += 1
+        present = {str(p.relative_to(self.local)) for p in self.local.rglob("*") if p.is_file()}
+        for rel, info in indexes:  # last, and only once the files they name are here
+            if self._seen.get(rel) == info:
                 continue
-            if size == 0 and while_written:
-                continue  # not written yet, or the writer is uploading it again (HDFS shows 0 until done)
-            events = ".tfevents." in target.name
-            if events and size < local_size:
-                continue  # an event file only grows: a shorter one is an upload under way
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if events and 0 < local_size < size:
-                # Event files only grow, and TensorBoard keeps reading the file it
-                # opened: append the new tail in place instead of replacing the file.
-                with target.open("ab") as fh:
-                    fh.write(self.fs.cat_file(remote_file, start=local_size))
-            else:
-                tmp = target.with_name(target.name + PART_SUFFIX)
-                self.fs.get_file(remote_file, str(tmp))
-                os.replace(tmp, target)
-            self._pushed[rel] = (target.stat().st_size, int(target.stat().st_mtime_ns))
+            data = self.files.read(f"{self.remote}/{rel}")
+            if not _names_files_in(rel, data, present, self.local):
+                continue  # its checkpoint's files come in a later round
+            target = self.local / rel
+            _write_whole(target, data)
+            self._seen[rel] = info
+            self._held[rel] = _key(target.stat())
+            self._indexes[rel] = data
             count += 1
         return count
 
-    def push(self) -> int:
-        """Upload local files that are new or changed since the last push. Returns how many.
+    def _copy(self, rel: str, info: RemoteFile, while_written: bool) -> bool:
+        if self._seen.get(rel) == info or (info.size == 0 and while_written):
+            return False
+        target = self.local / rel
+        local_size = target.stat().st_size if target.exists() else 0
+        events = EVENTS in target.name
+        if events and info.size < local_size:
+            return False  # an event file only grows: a shorter one is not newer
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if events and 0 < local_size < info.size:
+            # TensorBoard keeps reading the file it opened: append the new tail in place.
+            with target.open("ab") as fh:
+                fh.write(self.files.read(f"{self.remote}/{rel}", start=local_size))
+        else:
+            tmp = target.with_name(f"{target.name}.tony-part-pull")
+            self.files.download(f"{self.remote}/{rel}", str(tmp))
+            os.replace(tmp, target)
+        self._seen[rel] = info
+        self._held[rel] = _key(target.stat())
+        return True
+
+    # ------------------------------------------------------------------ writing
+    def claim(self) -> None:
+        """Make this writer the output's only one: later pushes of an older writer stop (WriterFenced).
+        Temporary files that cut writers left behind go."""
+        app, attempt = self.attempt
+        mark = f"{app} {attempt} {self.writer}\n".encode()
+        self.files.mkdirs(self.remote)
+        self._replace(f"{self.remote}/{WRITER_MARK}", mark)
+        self._mark = mark
+        mine = f".tony-part-{self.writer}"
+        for path in self.files.list(self.remote):
+            if is_part(path) and mine not in path:
+                self.files.delete(path)
+
+    def adopt(self) -> None:
+        """The files HDFS holds now are this writer's to replace and remove (a chief resuming)."""
+        self._own.update(self._held)
+
+    def push(self, cutoff: float | None = None) -> int:
+        """Publish local files that are new or changed since the last push. Returns how many.
+
+        `cutoff`: only files unchanged since then are published (default: QUIET_S ago);
+        math.inf publishes everything (the program exited 0: nothing writes any more).
 
         A later attempt restores from TensorFlow's `checkpoint` index, so an index reaches HDFS
-        only after every file of the checkpoint it names, and whole (replace_bytes). It is read
-        before the walk: one read after would name a checkpoint saved during the push, whose
-        files the walk did not see."""
-        indexes = self._read_indexes()
+        only after every file of the checkpoint it names. It is read before the walk: one read
+        after would name a checkpoint saved during the push, whose files the walk did not see."""
+        self._check_claim()
+        cutoff = time.time() - QUIET_S if cutoff is None else cutoff
+        indexes = _read_indexes(self.local)
         count = 0
+        remote_sizes: dict[str, RemoteFile] | None = None
         for path in sorted(self.local.rglob("*")):
-            if not path.is_file() or path.name.endswith(PART_SUFFIX) or path.name == CHECKPOINT_INDEX:
+            name = path.name
+            if not path.is_file() or is_part(name) or name in (CHECKPOINT_INDEX, WRITER_MARK):
                 continue
             try:
                 stat = path.stat()
             except FileNotFoundError:  # written and deleted between the walk and now
                 continue
             rel = str(path.relative_to(self.local))
-            key = (stat.st_size, stat.st_mtime_ns)
-            if self._pushed.get(rel) == key:
-                continue
-            remote = f"{self.remote}/{rel}"
-            try:
-                self.fs.makedirs(os.path.dirname(remote), exist_ok=True)
-                self.fs.put_file(str(path), remote)
-            except FileNotFoundError:  # a checkpoint TensorFlow dropped meanwhile (max_to_keep)
-                continue
-            self._pushed[rel] = key
-            count += 1
+            if self._held.get(rel) == _key(stat) or rel in self._held and rel not in self._own:
+                continue  # HDFS has this version; or a file this writer pulled and does not own
+            if EVENTS in name and rel in self._held:
+                if remote_sizes is None:
+                    remote_sizes = self.files.list(self.remote)
+                count += self._grow(path, rel, remote_sizes.get(f"{self.remote}/{rel}"))
+            elif stat.st_mtime <= cutoff:
+                count += self._publish(path, rel, _key(stat))
         for rel, (data, key) in indexes.items():
-            if self._pushed.get(rel) == key or not self._has_files_of(rel, data):
-                continue  # unchanged, or its checkpoint's files come in a later round
-            remote = f"{self.remote}/{rel}"
-            self.fs.makedirs(os.path.dirname(remote), exist_ok=True)
-            replace_bytes(self.fs, remote, data)
-            self._pushed[rel] = key
+            if self._held.get(rel) == key or key[1] / 1e9 > cutoff or not _names_files_in(rel, data, self._held, self.local):
+                continue  # unchanged, too new, or its checkpoint's files come in a later round
+            self._replace(f"{self.remote}/{rel}", data)
+            self._held[rel], self._indexes[rel] = key, data
+            self._own.add(rel)
             count += 1
-        return count
+        return count + self._remove_deleted()
 
-    def _read_indexes(self) -> dict[str, tuple[bytes, tuple[int, int]]]:
-        """Every `checkpoint` index under the directory: its bytes and the (size, mtime) before the read
-        (TensorFlow replaces it by rename, so a read sees one whole version)."""
-        indexes = {}
-        for path in self.local.rglob(CHECKPOINT_INDEX):
-            try:
-                stat = path.stat()
-                data = path.read_bytes()
-            except (FileNotFoundError, IsADirectoryError):
+    def _publish(self, path: Path, rel: str, key: Key) -> int:
+        """Upload under a temporary name, then rename into place, if the file did not change meanwhile."""
+        remote = f"{self.remote}/{rel}"
+        part = part_name(remote, self.writer)
+        self.files.mkdirs(os.path.dirname(remote))
+        try:
+            with path.open("rb") as fh:
+                if _key(os.fstat(fh.fileno())) != key:
+                    return 0
+                self.files.create(part, fh)
+            if _key(path.stat()) != key or self._halted.is_set():
+                self.files.delete(part)  # rewritten while it was uploaded: a later round takes it
+                return 0
+            self.files.rename_over(part, remote)
+        except FileNotFoundError:  # the program removed it meanwhile (e.g. TensorFlow's max_to_keep)
+            _forget(self.files, part)
+            return 0
+        except BaseException:
+            _forget(self.files, part)
+            raise
+        self._held[rel] = key
+        self._own.add(rel)
+        return 1
+
+    def _grow(self, path: Path, rel: str, remote: RemoteFile | None) -> int:
+        """An event file HDFS already has: append what it lacks (a cut append leaves a prefix)."""
+        with path.open("rb") as fh:
+            key = _key(os.fstat(fh.fileno()))
+            have = remote.size if remote is not None else -1
+            if not 0 <= have <= key[0]:  # gone from HDFS, or rewritten shorter: publish it whole
+                return self._publish(path, rel, key)
+            fh.seek(have)
+            tail = fh.read(key[0] - have)
+        if tail and not self._halted.is_set():
+            self.files.append(f"{self.remote}/{rel}", tail)
+        self._held[rel] = key
+        self._own.add(rel)
+        return 1
+
+    def _replace(self, remote: str, data: bytes) -> None:
+        part = part_name(remote, self.writer)
+        self.files.mkdirs(os.path.dirname(remote))
+        try:
+            self.files.create(part, data)
+            if self._halted.is_set():
+                raise WriterFenced("stopped")
+            self.files.rename_over(part, remote)
+        except BaseException:
+            _forget(self.files, part)
+            raise
+
+    def _remove_deleted(self) -> int:
+        """Files the program removed leave HDFS too, but never a checkpoint a published index names."""
+        named = {p for rel, data in self._indexes.items() for p in _named_paths(rel, data, self.local)}
+        removed = 0
+        for rel in sorted(self._own):
+            if (self.local / rel).exists() or any(rel == n or rel.startswith(n + ".") for n in named):
                 continue
-            indexes[str(path.relative_to(self.local))] = (data, (stat.st_size, stat.st_mtime_ns))
-        return indexes
+            self.files.delete(f"{self.remote}/{rel}")
+            self._own.discard(rel)
+            self._held.pop(rel, None)
+            self._indexes.pop(rel, None)
+            removed += 1
+        return removed
 
-    def _has_files_of(self, index_rel: str, data: bytes) -> bool:
-        """Whether the checkpoint a `checkpoint` index names has its `.index` and every data shard on HDFS."""
-        match = _LATEST.search(data.decode("utf-8", "replace"))
-        if match is None:
-            return True  # not TensorFlow's index: nothing it depends on
-        named = match.group(1)
-        if os.path.isabs(named):
-            try:
-                named = str(Path(named).relative_to(self.local))
-            except ValueError:
-                return True  # a checkpoint outside the mirrored directory: not ours to wait for
-        else:
-            named = os.path.normpath(os.path.join(os.path.dirname(index_rel), named))
-        shards = {rel: _SHARDS.search(rel) for rel in self._pushed if rel.startswith(named + ".data-")}
-        wanted = {int(m.group(1)) for m in shards.values() if m}
-        return f"{named}.index" in self._pushed and len(wanted) == 1 and len(shards) == wanted.pop()
+    def _check_claim(self) -> None:
+        """Fenced once the output's claim is newer than this writer: a later attempt of its application,
+        or a later application (a duplicate submission writing the same output)."""
+        if self._halted.is_set():
+            raise WriterFenced("this writer was stopped")
+        try:
+            mark = self.files.read(f"{self.remote}/{WRITER_MARK}")
+        except FileNotFoundError:
+            return
+        if mark == self._mark:
+            return
+        if _claim_order(mark) > _claim_order(f"{self.attempt[0]} {self.attempt[1]}".encode()):
+            self._halted.set()
+            raise WriterFenced(f"{self.uri} was claimed by {' '.join(mark.decode('utf-8', 'replace').split()[:3])}")
+        self._mark = mark
 
+    # --------------------------------------------------------------- background
     def start(self, direction: str, interval: float = SYNC_INTERVAL_S) -> None:
-        """Keep syncing in the background: direction 'push' (writer) or 'pull' (reader)."""
-        step = self.push if direction == "push" else self.pull
+        """Keep syncing in the background: 'push' (the chief), 'pull' (TensorBoard), 'both' (an evaluator)."""
+        def step() -> None:
+            if direction in ("pull", "both"):
+                self.pull(events=True)
+            if direction in ("push", "both"):
+                self.push()
 
         def loop() -> None:
             while not self._stop.wait(interval):
                 try:
-                    step()
+                    with self._lock:
+                        if self._stop.is_set():
+                            return
+                        step()
+                except WriterFenced as exc:
+                    log.warning("no longer publishing to %s: %s", self.uri, exc)
+                    return
                 except Exception as exc:  # a transient WebHDFS error: try again next round
                     log.warning("sync %s %s failed: %s", direction, self.uri, exc)
 
         self._thread = threading.Thread(target=loop, name=f"mirror-{direction}", daemon=True)
         self._thread.start()
 
-    def stop(self, final_push: bool) -> None:
+    def halt(self) -> None:
+        """Publish nothing more, now (the AM is gone: a newer attempt may be writing)."""
+        self._halted.set()
+        self._stop.set()
+
+    def finish(self, cutoff: float = math.inf) -> int:
+        """Stop the background rounds and push once more, only files unchanged since `cutoff`.
+        Raises when the output could not be published after FINAL_TRIES tries."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=60)
-        if final_push:
-            self.push()
+            self._thread.join(timeout=JOIN_S)
+        if not self._lock.acquire(timeout=JOIN_S):
+            raise TimeoutError(f"a push to {self.uri} is still under way after {JOIN_S:.0f}s")
+        try:
+            for tries in range(1, FINAL_TRIES + 1):
+                try:
+                    return self.push(cutoff)
+                except WriterFenced as exc:
+                    log.warning("final push to %s skipped: %s", self.uri, exc)
+                    return 0
+                except Exception as exc:
+                    if tries == FINAL_TRIES:
+                        raise
+                    log.warning("final push to %s failed (try %d/%d): %s", self.uri, tries, FINAL_TRIES, exc)
+                    time.sleep(FINAL_BACKOFF_S * tries)
+            return 0
+        finally:
+            self._lock.release()
+
+    def stop(self) -> None:
+        """Stop the background rounds (a reader: nothing to publish)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=JOIN_S)
+
+
+def _key(stat: os.stat_result) -> Key:
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _claim_order(mark: bytes) -> tuple[int, int, int]:
+    """`application_<cluster start>_<sequence> <attempt> …` -> a tuple that grows with later claims."""
+    words = mark.decode("utf-8", "replace").split()
+    app = words[0].split("_") if words else []
+    try:
+        return int(app[1]), int(app[2]), int(words[1])
+    except (IndexError, ValueError):
+        return 0, 0, 0
+
+
+def _forget(files: OutputFiles, part: str) -> None:
+    try:
+        files.delete(part)
+    except Exception:  # the link is down: the next claim removes it, and every reader skips it
+        pass
+
+
+def _write_whole(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tony-part-pull")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+
+
+def _read_indexes(local: Path) -> dict[str, tuple[bytes, Key]]:
+    """Every `checkpoint` index under the directory: its bytes and the key before the read
+    (TensorFlow replaces it by rename, so a read sees one whole version)."""
+    indexes = {}
+    for path in local.rglob(CHECKPOINT_INDEX):
+        try:
+            stat = path.stat()
+            data = path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            continue
+        indexes[str(path.relative_to(local))] = (data, _key(stat))
+    return indexes
+
+
+def _relative(index_rel: str, named: str, local: Path) -> str | None:
+    """A path an index names, relative to the mirrored directory (None: outside it)."""
+    if os.path.isabs(named):
+        try:
+            return str(Path(named).relative_to(local))
+        except ValueError:
+            return None
+    return os.path.normpath(os.path.join(os.path.dirname(index_rel), named))
+
+
+def _named_paths(index_rel: str, data: bytes, local: Path) -> set[str]:
+    """Every checkpoint an index names (the latest and the ones kept beside it)."""
+    text = data.decode("utf-8", "replace")
+    return {r for m in _PATHS.finditer(text) if (r := _relative(index_rel, m.group(1), local)) is not None}
+
+
+def _names_files_in(index_rel: str, data: bytes, present, local: Path | None = None) -> bool:
+    """Whether the checkpoint an index names has its `.index` and every data shard among `present`."""
+    match = _LATEST.search(data.decode("utf-8", "replace"))
+    if match is None:
+        return True  # not TensorFlow's index: nothing it depends on
+    named = _relative(index_rel, match.group(1), local or Path("/"))
+    if named is None:
+        return True  # a checkpoint outside the mirrored directory: not ours to wait for
+    shards = {rel: _SHARDS.search(rel) for rel in present if rel.startswith(named + ".data-")}
+    wanted = {int(m.group(1)) for m in shards.values() if m}
+    return f"{named}.index" in present and len(wanted) == 1 and len(shards) == wanted.pop()
 
 
 def stage_input(uri: str, local: Path) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -20,7 +21,7 @@ from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
-from tony_airflow.core.executor.staging import Mirror, is_hdfs, stage_input
+from tony_airflow.core.executor.staging import QUIET_S, Mirror, is_hdfs, stage_input
 from tony_airflow.core.executor.usage import UsageSampler
 from tony_airflow.core.runtimes import TaskIdentity, task_env
 from tony_airflow.core.spec import JobSpec
@@ -30,6 +31,7 @@ STOPPED_BY_AM = 143
 AM_LOST_EXIT = 75            # the AM stopped answering: this task gave up (EX_TEMPFAIL)
 AM_LOST_DEFAULT_S = 60.0     # when the job has no heartbeat timeout
 MAX_CALL_TIMEOUT_S = 10.0    # one heartbeat may not take longer than this
+OUTPUT_NOT_PUBLISHED = 74    # the command exited 0, but its output could not reach HDFS (EX_IOERR)
 
 
 class RefusedByAM(RuntimeError):
@@ -110,6 +112,8 @@ class Executor:
         self.child: UserProcess | None = None
         self.usage: UsageSampler | None = None
         self.stop_requested = threading.Event()
+        self.stopped_at: float | None = None  # when a stop began: what changed after it may be torn
+        self.mirror: Mirror | None = None
         self.am_lost = threading.Event()
         self.finished = threading.Event()
         self.give_up_s = job.timeouts.heartbeat or AM_LOST_DEFAULT_S
@@ -151,6 +155,7 @@ class Executor:
         if not self.local:
             env.update(container_tmp_env(os.environ, Path.cwd()))
         mirror, push = self._stage(env)
+        self.mirror = mirror
         if any(t.gpus for t in self.job.tasks.values()):
             # YARN does not tell a container which GPUs it got; the AM assigned these.
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
@@ -180,11 +185,13 @@ class Executor:
         except BaseException:  # client mode: the submitting process is stopping (Ctrl-C): the chief goes too
             self.child.stop(grace=2.0)
             raise
+        ended_at = time.time()
         self.usage.stop()
         self.child.kill_group()
         tee.close()  # all of the output reaches the AM before the task reports its end
-        if mirror is not None:
-            mirror.stop(final_push=push)
+        unpublished = self._finish_output(mirror, push, code, ended_at)
+        if unpublished and code == 0 and not self.stop_requested.is_set():
+            code = OUTPUT_NOT_PUBLISHED
         if self.am_lost.is_set():
             log.error("stopped the user command (exit code %d): the AM has not answered for %.0fs",
                       code, self.give_up_s)
@@ -193,8 +200,33 @@ class Executor:
             log.info("stopped at the AM's request (exit code %d)", code)
         else:
             log.info("user command exited with code %d", code)
-        self._report(code)
+        self._report(code, unpublished)
         return 0 if self.stop_requested.is_set() else code
+
+    def _finish_output(self, mirror: Mirror | None, push: bool, code: int, ended_at: float) -> str:
+        """The last push of the output; '' or why it could not be published (one line).
+
+        The rule (README, "What a job's output survives"): a command that exited 0 by itself has
+        written everything, so everything is published; after a stop or a failure only files left
+        unchanged for QUIET_S before the end are, so that what the end tore never replaces the
+        last good copy. A task whose AM is gone publishes nothing: a newer attempt may be writing."""
+        if mirror is None:
+            return ""
+        if self.am_lost.is_set():
+            mirror.halt()
+            return ""
+        if not push:
+            mirror.stop()
+            return ""
+        clean = code == 0 and not self.stop_requested.is_set()
+        cutoff = math.inf if clean else min(self.stopped_at or ended_at, ended_at) - QUIET_S
+        try:
+            mirror.finish(cutoff)
+        except Exception as exc:
+            reason = f"the output could not be published to {mirror.uri}: {' '.join(str(exc).split())[:300]}"
+            log.error("%s", reason)
+            return reason
+        return ""
 
     def _answered(self) -> None:
         self._last_answer = time.monotonic()
@@ -226,6 +258,8 @@ class Executor:
             log.error("the AM at %s has not answered for %.0fs (last error: %s): stopping this task",
                       self.registry.address, self._silent_for(), exc)
             self.am_lost.set()
+            if self.mirror is not None:
+                self.mirror.halt()
             self.stop("the AM is gone")
 
     def stop(self, reason: str) -> None:
@@ -233,6 +267,7 @@ class Executor:
         if self.stop_requested.is_set():
             return
         log.info("stopping: %s", reason)
+        self.stopped_at = self.stopped_at or time.time()
         self.stop_requested.set()
         if self.child is not None:
             threading.Thread(target=self.child.stop, args=(max(self.job.stop_grace - 2, 1),), daemon=True).start()
@@ -246,15 +281,23 @@ class Executor:
         if not (self.job.output_path and is_hdfs(self.job.output_path)):
             return None, False
         local_dir = Path(f"{protocol.OUTPUT_DIR}-{self.me.app_id}" if self.local else protocol.OUTPUT_DIR)
-        mirror = Mirror(self.job.output_path, local_dir)
-        mirror.pull()  # a later attempt resumes from what an earlier one wrote
+        me = self.me
+        mirror = Mirror(self.job.output_path, local_dir, writer=f"{me.app_id}.a{me.attempt}.{me.type}{me.index}",
+                        attempt=(me.app_id, me.attempt))
+        writer = env.get("IS_CHIEF") == "true"
+        evaluator = me.type == "evaluator"  # reads the chief's checkpoints, writes its own results
+        if writer:
+            mirror.claim()  # an older attempt's writer, if one still runs, publishes nothing more
+        # A later attempt resumes from what an earlier one wrote: its checkpoints and files, not the old
+        # attempts' event files (TensorBoard reads those from HDFS).
+        mirror.pull(events=me.type == "tensorboard")
+        if writer:
+            mirror.adopt()
         env["DTF_OUTPUT_URI"] = self.job.output_path
         env["DTF_OUTPUT_PATH"] = str(mirror.local)
-        writer = env.get("IS_CHIEF") == "true"
-        reader = self.me.type in ("tensorboard", "evaluator")
-        if writer or reader:
-            mirror.start("push" if writer else "pull")
-        return mirror, writer
+        if writer or evaluator or me.type == "tensorboard":
+            mirror.start("push" if writer else "both" if evaluator else "pull")
+        return mirror, writer or evaluator
 
     def _shipped_files_env(self) -> dict[str, str]:
         env = {protocol.ENV_PYTHON: self.job.python}
@@ -292,8 +335,10 @@ class Executor:
                                                      "container_id": os.environ.get("CONTAINER_ID", "")},
                            retries=1, timeout=MAX_CALL_TIMEOUT_S)
 
-    def _report(self, code: int) -> None:
+    def _report(self, code: int, problem: str = "") -> None:
         tail = self.child.stderr_tail() if self.child else ""
+        if problem:
+            tail = f"{tail.rstrip()}\ntony: {problem}".lstrip()
         try:
             usage = self.usage.report() if self.usage else None
             self.registry.call("POST", protocol.FINISHED, {**self.ident, "exit_code": code, "stderr_tail": tail,
@@ -304,6 +349,7 @@ class Executor:
     def on_sigterm(self, signum, frame) -> None:
         """YARN is stopping the container: stop the user's process group, report, exit."""
         log.info("SIGTERM: stopping the user command")
+        self.stopped_at = self.stopped_at or time.time()
         self.stop_requested.set()
         if self.child is None:
             sys.exit(STOPPED_BY_AM)

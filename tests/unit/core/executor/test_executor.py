@@ -83,3 +83,81 @@ def test_a_containers_command_keeps_its_temporary_files_in_the_container(tmp_pat
     assert container_tmp_env({}, tmp_path) == {"TMPDIR": str(tmp_path / "tmp")}
     assert (tmp_path / "tmp").is_dir()
     assert container_tmp_env({"TMPDIR": "/scratch"}, tmp_path) == {}
+
+
+# ------------------------------------------------- issue #29: the last push of the output
+class _Mirror:
+    uri = "hdfs:///out"
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error, self.calls = error, []
+
+    def finish(self, cutoff: float) -> int:
+        self.calls.append(("finish", cutoff))
+        if self.error:
+            raise self.error
+        return 1
+
+    def halt(self) -> None:
+        self.calls.append(("halt",))
+
+    def stop(self) -> None:
+        self.calls.append(("stop",))
+
+
+class _Recorder:
+    address = "127.0.0.1:9"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict]] = []
+
+    def call(self, method, path, payload=None, retries=5, timeout=None):
+        self.sent.append((path, payload))
+        return {"ok": True}
+
+
+def _chief(registry=None):
+    from tony_airflow.core.executor.task import Executor
+    from tony_airflow.core.runtimes import TaskIdentity
+
+    job = make_job("chief:1")
+    return Executor(job, TaskIdentity(type="chief", index=0, attempt=1, app_id="app_1"), registry or _Recorder(),
+                    "h", local=True)
+
+
+def test_a_failed_final_push_is_reported_in_one_line_not_a_crash():
+    from tony_airflow.core.executor.task import OUTPUT_NOT_PUBLISHED
+
+    registry = _Recorder()
+    executor = _chief(registry)
+    reason = executor._finish_output(_Mirror(OSError(113, "No route to host")), True, 0, time.time())
+    assert reason == "the output could not be published to hdfs:///out: [Errno 113] No route to host"
+    executor._report(OUTPUT_NOT_PUBLISHED, reason)
+    path, payload = registry.sent[-1]
+    assert path == protocol.FINISHED and payload["exit_code"] == OUTPUT_NOT_PUBLISHED == 74
+    assert payload["stderr_tail"].splitlines()[-1] == f"tony: {reason}"
+
+
+def test_a_chief_whose_am_is_gone_publishes_nothing_and_a_stopped_one_only_what_was_whole_before_the_stop():
+    from tony_airflow.core.executor.staging import QUIET_S
+
+    executor = _chief()
+    executor.am_lost.set()
+    mirror = _Mirror()
+    assert executor._finish_output(mirror, True, 0, time.time()) == ""
+    assert mirror.calls == [("halt",)]
+
+    executor = _chief()
+    executor.stopped_at = 1000.0
+    mirror = _Mirror()
+    executor.stop_requested.set()
+    executor._finish_output(mirror, True, 143, 1003.0)
+    assert mirror.calls == [("finish", 1000.0 - QUIET_S)]
+
+    executor = _chief()  # exited 0 by itself: everything it wrote is whole
+    mirror = _Mirror()
+    executor._finish_output(mirror, True, 0, 1003.0)
+    assert mirror.calls == [("finish", float("inf"))]
+    mirror = _Mirror()  # exited non-zero by itself: what it was writing when it failed may be torn
+    executor._finish_output(mirror, True, 1, 1003.0)
+    assert mirror.calls == [("finish", 1003.0 - QUIET_S)]
