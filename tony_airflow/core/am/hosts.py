@@ -21,12 +21,14 @@ from __future__ import annotations
 import http.client
 import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 
 PROBE_TIMEOUT_S = 3.0
+MAX_PROBES = 64  # NodeManagers asked at the same time
 # YARN's default yarn.nm.liveness-monitor.expiry-interval-ms: how long a silent NodeManager stays RUNNING
 DEFAULT_EXPIRY_S = 600.0
 LOST_NODE_MARK = "lost node"  # in YARN's diagnostics: "Container released on a *lost* node"
@@ -93,10 +95,15 @@ def find_lost(tasks: Iterable[HostView], probe=None) -> list[LostHost]:
     """The hosts of the attempt's tasks that are gone: declared lost by YARN, or running tasks whose
     NodeManager does not answer (each NodeManager asked once)."""
     probe = probe or answers
+    found = suspects(tasks)
+    asked = [http for http, on_it in found.items() if not any(lost_by_yarn(t) for t in on_it)]
+    # every NodeManager at once: one probe's timeout for the whole attempt, not one per host
+    with ThreadPoolExecutor(max_workers=min(MAX_PROBES, len(asked)) or 1) as pool:
+        answered = dict(zip(asked, pool.map(probe, asked)))
     lost = []
-    for node_http, on_it in suspects(tasks).items():
+    for node_http, on_it in found.items():
         by_yarn = any(lost_by_yarn(t) for t in on_it)
-        if by_yarn or not probe(node_http):
+        if by_yarn or not answered[node_http]:
             lost.append(LostHost(on_it[0].host or node_http.rpartition(":")[0], node_http,
                                  sorted(t.id for t in on_it), by_yarn))
     return lost

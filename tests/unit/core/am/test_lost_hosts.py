@@ -133,3 +133,55 @@ def test_without_a_retry_nothing_waits_for_the_verdict(monkeypatch):
     _, lost = asyncio.run(am._blame_lost_hosts(1, Outcome(False, "worker:0 exited with code 1")))
     asyncio.run(am._stop_remaining(lost, await_verdict=False))
     assert sorted(app.killed) == ["worker_0", "worker_1"] and app.polls < 10
+
+
+def test_the_nodemanagers_are_probed_at_once_not_one_after_another():
+    """Issue #30 item 13: a 3 s probe per NodeManager, one at a time, delayed a 50-host job's verdict by minutes."""
+    import threading
+
+    tasks = [Task("worker", i, node_http=f"198.18.0.{i + 2}:8042", host=f"198.18.0.{i + 2}") for i in range(6)]
+    inside, most, lock = [0], [0], threading.Lock()
+    everyone = threading.Barrier(6, timeout=5)
+
+    def probe(http: str) -> bool:
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        everyone.wait()  # returns only once every probe is under way at the same time
+        with lock:
+            inside[0] -= 1
+        return http != "198.18.0.3:8042"
+
+    lost = hosts.find_lost(tasks, probe=probe)
+    assert most[0] == 6
+    assert [h.host for h in lost] == ["198.18.0.3"]
+
+
+def test_containers_that_ended_without_a_report_cost_one_wait_together(monkeypatch):
+    """Issue #30 item 13: each such container cost a 0.5 s sleep, one after another (a lost 20-task host: 10 s)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from tests.unit.core.support import SECRET, make_job
+    from tony_airflow.core.am import master as master_module
+    from tony_airflow.core.am.master import ApplicationMaster
+
+    job = make_job("worker:6")
+    containers = [SimpleNamespace(id=f"worker_{i}", state="FAILED", yarn_container_id=f"container_1_0001_01_{i + 2:06d}",
+                                  exit_message="Container released on a *lost* node", yarn_node_http_address="h:8042")
+                  for i in range(6)]
+    app = SimpleNamespace(get_containers=lambda *a, **k: containers)
+    am = ApplicationMaster(job, SECRET, app, "application_1_0001", "h")
+    am.registry.new_attempt(1)
+    am._container_of = {c.id: ("worker", i) for i, c in enumerate(containers)}
+    waits = []
+    real_sleep = asyncio.sleep
+
+    async def counting_sleep(seconds, *args):
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(master_module.asyncio, "sleep", counting_sleep)
+    asyncio.run(am._poll_containers())
+    assert all(t.done for t in am.registry.tasks.values())
+    assert len(waits) == 1, waits
