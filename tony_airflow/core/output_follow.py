@@ -218,5 +218,8 @@ class LiveOutput:
                 self.emit(f"last lines of {failed[0]}, which failed:")
                 for line in failing_task_tail(app_id, diagnostics, self.read_logs, tail_lines):
                     self.emit(line)
+        except Exception as exc:  # the end of the output is a courtesy: it never changes how the job ended
+            self.emit(f"(the rest of the output could not be read: {' '.join(str(exc).split())[:200]}; "
+                      f"`yarn logs -applicationId {app_id}` has it)")
         finally:
             self._http.close()

@@ -38,6 +38,12 @@ def print_logs(app_id: str, container_id: str | None = None, pattern: str | None
 
 def read_logs(app_id: str, container_id: str | None = None, pattern: str | None = None,
               timeout: float = 120, conf_dir: str | None = None) -> tuple[int, str]:
-    proc = subprocess.run(logs_command(app_id, container_id, pattern), env=hadoop_env(conf_dir),
-                          capture_output=True, text=True, timeout=timeout)
+    """(exit code, output) of `yarn logs`; a missing or hung `yarn` is an answer (127, 124), not an error."""
+    command = logs_command(app_id, container_id, pattern)
+    try:
+        proc = subprocess.run(command, env=hadoop_env(conf_dir), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 124, f"{command[0]} logs did not answer within {timeout:.0f}s"
+    except OSError as exc:
+        return 127, f"{command[0]} could not be run: {exc}"
     return proc.returncode, proc.stdout + proc.stderr

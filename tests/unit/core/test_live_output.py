@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 
 import httpx
+import pytest
 
 from tony_airflow.core import protocol
 from tony_airflow.core.am.outputs import Outputs, default_task
@@ -157,3 +159,27 @@ def test_live_output_shows_the_failing_tasks_last_lines_when_another_task_failed
     diag = "tony-airflow: FAILED: attempt 1/1: worker:1 exited with code 3 on h (container c)"
     live.finish("application_1_0001", "FAILED", diag, tail_lines=2)
     assert emitted == ["last lines of worker:1, which failed:", "[worker:1] boom é", "[worker:1] last"]
+
+
+@pytest.mark.parametrize("error", [FileNotFoundError(2, "No such file or directory", "yarn"),
+                                   subprocess.TimeoutExpired(["yarn", "logs"], 60)])
+def test_the_end_of_the_live_output_never_changes_how_the_job_ended(error):
+    """Issue #30 item 6: `ytf-submit --follow` exited 1 after SUCCEEDED when `yarn` was missing or slow."""
+    emitted: list[str] = []
+
+    def read_logs(*args):
+        raise error
+
+    live = LiveOutput(emitted.append, read_logs=read_logs, state=FollowState(task="worker:0", attempt=1))
+    live.finish("application_1_0001", "SUCCEEDED", "tony-airflow: SUCCEEDED on attempt 1/1")
+    assert len(emitted) == 1 and emitted[0].startswith("(the rest of the output could not be read:"), emitted
+
+
+def test_reading_logs_without_a_yarn_command_is_an_answer_not_an_exception(monkeypatch, tmp_path):
+    from tony_airflow.yarn import logs
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `yarn` anywhere
+    monkeypatch.setattr(logs, "logs_command", lambda *a: [str(tmp_path / "yarn"), "logs"])
+    monkeypatch.setattr(logs, "hadoop_env", lambda conf_dir=None: {"PATH": str(tmp_path)})
+    code, text = logs.read_logs("application_1_0001")
+    assert code != 0 and "yarn" in text
