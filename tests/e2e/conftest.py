@@ -106,6 +106,31 @@ def multihost_rm(multihost_cluster: LocalCluster) -> ResourceManagerClient:
     return ResourceManagerClient(multihost_cluster.rm_url)
 
 
+@pytest.fixture(scope="module")
+def preemption_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """`tony cluster up --preemption` (two queues, YARN's preemption monitor): started once, by the one
+    module that uses it (tests/e2e/test_preemption.py), and stopped after it."""
+    state_dir = tmp_path_factory.mktemp("preemption-cluster")
+    started = time.monotonic()
+    cluster = LocalCluster(state_dir)
+    try:
+        assert cli.run(["cluster", "up", "--preemption", "--state-dir", str(state_dir)]) == 0
+        record("preemption cluster up", time.monotonic() - started)
+    except BaseException:
+        cluster.down(log=lambda *_: None)
+        raise
+    try:
+        yield cluster
+    finally:
+        cluster.down(log=lambda *_: None)
+        assert not any(cluster.running().values()), cluster.running()
+
+
+@pytest.fixture(scope="module")
+def preemption_rm(preemption_cluster: LocalCluster) -> ResourceManagerClient:
+    return ResourceManagerClient(preemption_cluster.rm_url)
+
+
 @pytest.fixture(scope="session")
 def airflow_deployment(local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory):
     """Airflow as users run it, once per session: scheduler, dag-processor, triggerer and api-server as
@@ -140,7 +165,8 @@ def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, l
 @pytest.fixture(autouse=True)
 def nothing_left_behind(request: pytest.FixtureRequest):
     """After each e2e test that used a cluster: no active application, no container process."""
-    names = [("local_cluster", "rm"), ("secure_cluster", "secure_rm"), ("multihost_cluster", "multihost_rm")]
+    names = [("local_cluster", "rm"), ("secure_cluster", "secure_rm"), ("multihost_cluster", "multihost_rm"),
+             ("preemption_cluster", "preemption_rm")]
     used = next(((c, r) for c, r in names if c in request.fixturenames), None)
     if used:
         cluster: LocalCluster = request.getfixturevalue(used[0])

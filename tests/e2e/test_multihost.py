@@ -265,7 +265,8 @@ def test_pytorch_master_addr_is_worker_0s_host(multihost_cluster, multihost_rm):
 # ------------------------------------------------------------------------------------- losing a host
 def test_a_killed_host_fails_the_job_naming_it(multihost_cluster, multihost_rm):
     out = "/tmp/e2e/multihost-kill-once"
-    submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", "multihost-kill-once", TRAIN)
+    submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", "multihost-kill-once",
+                     "--max-free-retries", "0", TRAIN)  # a lost host may not retry for free here
     app_id = _app_id(submit)
     _wait_for_checkpoint(out, submit)
     victim = _victim(multihost_cluster, app_id)
@@ -286,12 +287,13 @@ def test_a_killed_host_fails_the_job_naming_it(multihost_cluster, multihost_rm):
 def _resumes_on_the_other_hosts(cluster: LocalCluster, rm: ResourceManagerClient, name: str, lose, restore,
                                 *extra: str) -> None:
     """The chief's host is lost while the chief publishes a 32 MiB file rewritten in place: attempt 2
-    runs on the other hosts and resumes from whole files (issue #29)."""
+    runs on the other hosts and resumes from whole files, and with `--max-attempts 1`: a lost host is
+    not the job's fault and does not spend its attempts (issue #29)."""
     out = f"/tmp/e2e/{name}"
     for tries in range(1, 6):
         if webhdfs().exists(out):
             webhdfs().rm(out, recursive=True)
-        submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", name, "--max-attempts", "2",
+        submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", name, "--max-attempts", "1",
                          "-s", str(PAYLOADS / "ballast.py"), *extra, f"python3 ${{DTF_TASK_SCRIPT}} {TRAIN}")
         app_id = _app_id(submit)
         victim, am_host = _hosts_of(cluster, app_id, submit)
@@ -324,6 +326,9 @@ def _resumes_on_the_other_hosts(cluster: LocalCluster, rm: ResourceManagerClient
     assert f"lost host(s): {victim.address} (worker:" in text, text[:2000]
     ended = next(e for e in events if e["event"] == "ATTEMPT_ENDED" and e["attempt"] == 1)
     assert ended["reason"].startswith(f"host {victim.address} lost"), ended
+    assert (ended["cause"], ended["counted"]) == ("lost host", False), ended
+    assert "(not counted: lost host)" in rm.application(app_id).diagnostics
+    assert "(not counted: lost host)" in text
     second = [e for e in events if e.get("attempt") == 2 and e["event"] == "TASK_REGISTERED"]
     assert len(second) == 2 and victim.address not in {e["host"] for e in second}, second
     running = max(e["time"] for e in events if e.get("attempt") == 2 and e["event"] == "TASK_STARTED")
@@ -344,7 +349,7 @@ def test_a_cut_link_is_caught_by_a_short_heartbeat_timeout_and_names_the_host(mu
     network = multihost_cluster.network
     out = "/tmp/e2e/multihost-cut-once"
     submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", "multihost-cut-once",
-                     "--heartbeat-timeout", "5", TRAIN)
+                     "--heartbeat-timeout", "5", "--max-free-retries", "0", TRAIN)
     app_id = _app_id(submit)
     _wait_for_checkpoint(out, submit)
     victim = _victim(multihost_cluster, app_id)

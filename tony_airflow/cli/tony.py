@@ -21,7 +21,7 @@ def _cluster(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.state_dir) if args.state_dir else LocalCluster.default()
     if args.action == "up":
         cluster.up(port_base=args.port_base, timeout=args.timeout, log=err, gpus=args.gpus, secure=args.secure,
-                   nodes=args.nodes)
+                   nodes=args.nodes, preemption=args.preemption)
         print(f"Local YARN + HDFS is up ({cluster.state_dir}).")
         print(f"  ResourceManager  {cluster.rm_url}")
         print(f"  NameNode         {cluster.nn_url}")
@@ -29,6 +29,8 @@ def _cluster(args: argparse.Namespace) -> int:
         network = cluster.network
         for host in network.hosts if network else ():
             print(f"  Host {host.name:11} {host.address} (network namespace {host.netns}): NodeManager, DataNode")
+        if cluster.settings.preemption:
+            print("  Queues           default and high, half the cluster each; YARN preempts to give it back")
         if cluster.secure:
             print(f"  Kerberos         realm of {cluster.kdc.krb5_conf}; user {cluster.kdc.user_principal}, "
                   f"keytab {cluster.kdc.user_keytab}")
@@ -120,6 +122,12 @@ def build_parser() -> OneLineParser:
                              "under the state dir, SPNEGO on every web endpoint")
     secure.add_argument("--no-secure", dest="secure", action="store_false",
                         help="simple authentication (the default for a new cluster)")
+    preemption = cluster.add_mutually_exclusive_group()
+    preemption.add_argument("--preemption", dest="preemption", action="store_true", default=None,
+                            help="two queues, default and high, half the cluster guaranteed to each, and YARN's "
+                                 "preemption monitor on: a job in one queue takes its half back from the other")
+    preemption.add_argument("--no-preemption", dest="preemption", action="store_false",
+                            help="one queue, no preemption (the default for a new cluster)")
     cluster.set_defaults(func=_cluster)
 
     from tony_airflow.cli.submit import add_submit_options

@@ -40,6 +40,8 @@ DEFAULT_MEMORY_MB = 2048
 TENSORBOARD_COMMAND = "exec ${TONY_PYTHON:-python3} -m tony_airflow.core.tensorboard_task"
 CLIENT_TYPE = "chief"  # with --client, the chief runs where ytf-submit runs
 DEFAULT_TRACKED = ("chief", "worker", "evaluator")
+DEFAULT_FREE_RETRIES = 5
+MAX_FREE_RETRIES = 100
 DEFAULT_UNTRACKED = ("ps",)
 DEFAULT_SIDECARS = ("tensorboard",)
 ROLES = ("tracked", "untracked", "sidecar")
@@ -99,6 +101,10 @@ class JobSpec:
     python_venv: str = ""  # a packed environment (venv-pack .tar.gz) used as the tasks' Python
     client_mode: bool = False  # the chief runs in the submitting process (--client)
     max_attempts: int = 1
+    # Attempts ended by YARN (a preempted container, a lost host) do not count against max_attempts;
+    # this many such retries per job (README "Attempts"). 5: a busy day's preemptions, not a host that
+    # keeps dying under the job for ever.
+    max_free_retries: int = DEFAULT_FREE_RETRIES
     timeouts: Timeouts = field(default_factory=Timeouts)
     framework: str = "tensorflow"
     python: str = "python3"
@@ -267,8 +273,8 @@ def default_role(type_name: str) -> str:
 _JOB_FILE_KEYS = {
     "cluster_requirement", "tasks", "command", "task_memory", "task_vcores", "task_gpus", "node_label",
     "name", "queue", "tags", "env", "input", "output", "script", "src_dir", "tensorboard",
-    "docker_image", "python_venv", "client", "max_attempts", "timeouts", "tracked", "untracked", "sidecar", "framework",
-    "python", "am_memory", "am_vcores", "heartbeat_interval", "stop_grace", "history_dir",
+    "docker_image", "python_venv", "client", "max_attempts", "max_free_retries", "timeouts", "tracked", "untracked",
+    "sidecar", "framework", "python", "am_memory", "am_vcores", "heartbeat_interval", "stop_grace", "history_dir",
 }
 # Who submits, not what runs: read by the front end (a KerberosLogin), never shipped with the job.
 CREDENTIAL_KEYS = {"principal", "keytab"}
@@ -452,6 +458,8 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         python_venv=str(opts.get("python_venv") or ""),
         client_mode=bool(opts.get("client", False)),
         max_attempts=parse_count(opts.get("max_attempts", 1), "max_attempts"),
+        max_free_retries=parse_count(opts.get("max_free_retries", DEFAULT_FREE_RETRIES), "max_free_retries",
+                                     minimum=0, maximum=MAX_FREE_RETRIES),
         timeouts=timeouts,
         framework=str(opts.get("framework", "tensorflow")),
         python=str(opts.get("python", "python3")),

@@ -195,3 +195,19 @@ def test_what_the_framework_cannot_express_is_refused(argv, expected, capsys, mo
 def test_one_chief_and_one_evaluator_are_fine():
     for argv in (["-r", "chief:1,worker:2,evaluator:1,ps:1"], ["-r", "master:1,worker:3", "--framework", "pytorch"]):
         submit.job_from_args(submit.build_parser().parse_args([*argv, "python3 x.py"])).validate(check_paths=False)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("-1", "max_free_retries: -1 is too small; allowed: a whole number from 0 to 100"),
+    ("many", "max_free_retries: 'many' is not a whole number; allowed: a whole number from 0 to 100"),
+    ("101", "max_free_retries: 101 is too large; allowed: at most 100"),
+])
+def test_a_bad_free_retry_bound_is_refused(value, expected, capsys, monkeypatch):
+    line = _refuse(["-r", "worker:1", "--max-free-retries", value, "python3 x.py"], capsys, monkeypatch)
+    assert line == f"error: {expected}", line
+
+
+def test_free_retries_default_to_five_and_zero_is_allowed():
+    parse = submit.build_parser().parse_args
+    assert submit.job_from_args(parse(["-r", "worker:1", "x"])).max_free_retries == 5
+    assert submit.job_from_args(parse(["-r", "worker:1", "--max-free-retries", "0", "x"])).max_free_retries == 0

@@ -60,6 +60,7 @@ class ApplicationMaster:
         self.registry = Registry(job, app_id, listener=self.history.emit)
         self.started = time.time()
         self.address = ""
+        self.free_used = 0  # failed attempts YARN caused that did not count (policy.is_free)
         self._container_of: dict[str, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------- main
@@ -119,12 +120,20 @@ class ApplicationMaster:
             attempt = 1
             while True:
                 outcome = await self.run_attempt(attempt)
+                allowed = self.job.max_attempts + self.free_used
                 if outcome.ok:
-                    return "SUCCEEDED", policy.diagnostics(True, attempt, self.job.max_attempts, failures)
-                failures.append(f"attempt {attempt}/{self.job.max_attempts}: {outcome.reason}")
-                log.error("attempt %d failed: %s", attempt, outcome.reason)
-                if not policy.retry(outcome, attempt, self.job, self.started, time.time()):
-                    return "FAILED", policy.diagnostics(False, attempt, self.job.max_attempts, failures)
+                    return "SUCCEEDED", policy.diagnostics(True, attempt, allowed, failures)
+                again = policy.retry(outcome, attempt, self.job, self.started, time.time(), self.free_used)
+                note = ""
+                if policy.is_free(outcome, self.job, self.free_used):
+                    self.free_used += 1
+                    allowed += 1
+                    self.registry.allowed_attempts = allowed
+                    note = f" (not counted: {outcome.cause})"
+                failures.append(f"attempt {attempt}/{allowed}: {outcome.reason}{note}")
+                log.error("attempt %d failed: %s%s", attempt, outcome.reason, note)
+                if not again:
+                    return "FAILED", policy.diagnostics(False, attempt, allowed, failures)
                 attempt += 1
         finally:
             await runner.cleanup()
@@ -190,12 +199,15 @@ class ApplicationMaster:
         lost: list[hosts.LostHost] = []
         if not outcome.ok:
             outcome, lost = await self._blame_lost_hosts(attempt, outcome)
-        retrying = policy.retry(outcome, attempt, self.job, self.started, time.time())
+        retrying = policy.retry(outcome, attempt, self.job, self.started, time.time(), self.free_used)
         await self._stop_remaining(lost, await_verdict=retrying)
+        if not outcome.ok and not outcome.cause:
+            outcome = self._blame_preemption(attempt, outcome)  # after the stop: every container's end is known
         failed = outcome.task
         self.history.emit(ev.ATTEMPT_ENDED, attempt=attempt, ok=outcome.ok, reason=outcome.reason,
                           first_failure=failed.id if failed else "",
-                          first_failure_exit=failed.exit_code if failed else None)
+                          first_failure_exit=failed.exit_code if failed else None, cause=outcome.cause,
+                          counted=not policy.is_free(outcome, self.job, self.free_used))
         return outcome
 
     async def _request_containers(self, attempt: int) -> None:
@@ -220,6 +232,7 @@ class ApplicationMaster:
 
     async def _poll_containers(self) -> None:
         containers = await asyncio.to_thread(self.app.get_containers, None, list(skein.model.ContainerState))
+        unreported: list[tuple[tuple[str, int], str]] = []
         for c in containers:
             key = self._container_of.get(c.id)
             if key is None:
@@ -235,9 +248,11 @@ class ApplicationMaster:
                 if task.done and c.exit_message and state != "SUCCEEDED":
                     self.registry.container_message(key, c.exit_message)
                 if not task.done:
-                    # give the executor's own exit report a moment to arrive
-                    await asyncio.sleep(0.5)
-                    self.registry.container_gone(key, f"container {c.yarn_container_id} {state}: {c.exit_message}")
+                    unreported.append((key, f"container {c.yarn_container_id} {state}: {c.exit_message}"))
+        if unreported:
+            await asyncio.sleep(0.5)  # one moment for the executors' own exit reports to arrive, for all of them
+            for key, message in unreported:
+                self.registry.container_gone(key, message)
 
     async def _blame_lost_hosts(self, attempt: int, outcome: Outcome) -> tuple[Outcome, list[hosts.LostHost]]:
         """A failed attempt whose tasks lost their host: say so first (the survivors' errors follow from it)."""
@@ -251,7 +266,25 @@ class ApplicationMaster:
         reason = "; ".join(h.describe() for h in lost)
         if outcome.reason:
             reason += f"; the attempt ended with: {outcome.reason}"
-        return Outcome(False, reason, outcome.task), lost
+        return Outcome(False, reason, outcome.task, cause="lost host"), lost
+
+    def _blame_preemption(self, attempt: int, outcome: Outcome) -> Outcome:
+        """A failed attempt whose containers YARN preempted: say so first; it is not the job's fault.
+
+        YARN warns an application master before it preempts (a PreemptionMessage in its allocate
+        answer), but skein's AM does not pass that on, so tasks learn of it by YARN's SIGTERM."""
+        hit = policy.preempted(self.registry.tasks.values())
+        if not hit:
+            return outcome
+        for task in hit:
+            self.history.emit(ev.PREEMPTED, attempt=attempt, task=task.id, host=task.host,
+                              container_id=task.yarn_container_id)
+        reason = "; ".join(f"{t.id} preempted by YARN (container {t.yarn_container_id} on {t.host or '?'})"
+                           for t in hit)
+        if outcome.reason and outcome.task not in hit:
+            reason += f"; the attempt ended with: {outcome.reason}"
+        log.error("attempt %d: %s", attempt, reason)
+        return Outcome(False, reason, outcome.task, cause="preemption")
 
     async def _await_verdict(self, lost: list[hosts.LostHost]) -> None:
         """Before a retry: wait until YARN has declared the lost hosts lost (it reports their containers),

@@ -12,6 +12,10 @@ is table-tested in tests/unit and the AM only feeds it what it has seen.
   for YARN's own reason (e.g. "running beyond physical memory limits").
 - Allocation, registration, heartbeat and application timeouts each fail it
   with their own reason.
+- Attempts: a failure that is the job's own (a task's exit, a timeout) counts
+  against `max_attempts`; one YARN caused (a preempted container, a lost host:
+  `Outcome.cause`) is retried without counting, up to `max_free_retries` such
+  retries per job, and counts like any other past that (README, "Attempts").
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Protocol
 from tony_airflow.core.spec import JobSpec
 
 YARN_REASON_WAIT_S = 5.0
+PREEMPTED_MARK = "Container preempted by scheduler"  # YARN's SchedulerUtils.PREEMPTED_CONTAINER (exit -102)
 KILLED_BY_SIGNAL = frozenset({-100, 137, 143})  # SIGKILL, SIGTERM, YARN's "aborted"
 
 
@@ -55,6 +60,17 @@ class Outcome:
     ok: bool
     reason: str = ""
     task: TaskView | None = None  # the task that failed first, when one did
+    cause: str = ""  # what YARN did that ended the attempt ("preemption", "lost host"); "" = the job's own
+
+
+def preempted(tasks: Iterable[TaskView]) -> list[TaskView]:
+    """The tasks whose containers YARN preempted, by YARN's own words for it."""
+    return [t for t in tasks if PREEMPTED_MARK in (t.yarn_diagnostics or "")]
+
+
+def is_free(outcome: Outcome, job: JobSpec, free_used: int) -> bool:
+    """Whether this failed attempt is one YARN caused and free retries are left: it does not count."""
+    return bool(outcome.cause) and free_used < job.max_free_retries
 
 
 def settle_seconds(job: JobSpec) -> float:
@@ -105,10 +121,12 @@ def decide(job: JobSpec, tasks: Iterable[TaskView], attempt_start: float, app_st
     return None
 
 
-def retry(outcome: Outcome, attempt: int, job: JobSpec, app_start: float, now: float) -> bool:
+def retry(outcome: Outcome, attempt: int, job: JobSpec, app_start: float, now: float, free_used: int = 0) -> bool:
     """After an attempt: start the whole cluster again? Only after a failure, while attempts are
-    left and the application timeout has not fired (another attempt could not finish in time)."""
-    if outcome.ok or attempt >= job.max_attempts:
+    left and the application timeout has not fired (another attempt could not finish in time).
+    `free_used`: earlier attempts that did not count (is_free); this one may be another."""
+    allowed = job.max_attempts + free_used + (1 if is_free(outcome, job, free_used) else 0)
+    if outcome.ok or attempt >= allowed:
         return False
     return not (job.timeouts.application and now - app_start > job.timeouts.application)
 

@@ -72,6 +72,7 @@ class Registry:
         self.job = job
         self.app_id = app_id
         self.attempt = 0
+        self.allowed_attempts = job.max_attempts  # grows with each retry that did not count (master.py)
         self.tasks: dict[tuple[str, int], TaskState] = {}
         self.history: list[dict[str, Any]] = []
         self._spec: dict[str, Any] | None = None
@@ -317,7 +318,7 @@ class Registry:
 
     def progress(self) -> Progress:
         """How far the AM got, for clients (`/progress.json`)."""
-        return Progress(attempt=self.attempt, max_attempts=self.job.max_attempts,
+        return Progress(attempt=self.attempt, max_attempts=self.allowed_attempts,
                         spec_published=self.spec_published, **self.counts())
 
     def status(self) -> dict[str, Any]:
@@ -325,7 +326,7 @@ class Registry:
             "app_id": self.app_id,
             "name": self.job.name,
             "attempt": self.attempt,
-            "max_attempts": self.job.max_attempts,
+            "max_attempts": self.allowed_attempts,
             "counts": self.counts(),
             "spec_published": self.spec_published,
             "tasks": [asdict(t) for t in self.tasks.values()],

@@ -32,6 +32,7 @@ TASK_REGISTERED = "TASK_REGISTERED"
 TASK_STARTED = "TASK_STARTED"
 TASK_FINISHED = "TASK_FINISHED"
 HOST_LOST = "HOST_LOST"  # a host of the attempt's tasks went away (YARN's verdict or an unanswering NodeManager)
+PREEMPTED = "PREEMPTED"  # YARN preempted a task's container (the attempt does not count, within its bound)
 ATTEMPT_ENDED = "ATTEMPT_ENDED"
 JOB_FINISHED = "JOB_FINISHED"
 

@@ -67,6 +67,9 @@ class Attempt:
     first_failure_exit: int | None = None
     tasks: dict[str, TaskRun] = field(default_factory=dict)
     lost_hosts: list[str] = field(default_factory=list)  # "198.18.0.3 (worker:1)", one per HOST_LOST
+    preempted: list[str] = field(default_factory=list)   # "worker:1 on 127.0.0.1", one per PREEMPTED
+    cause: str = ""                   # what YARN did that ended it ("preemption", "lost host")
+    counted: bool = True              # against --max-attempts (README, "Attempts")
 
     def failed_first(self) -> TaskRun | None:
         return self.tasks.get(self.first_failure) if self.first_failure else None
@@ -121,8 +124,11 @@ class JobHistory:
             attempt.ended_at, attempt.ok, attempt.reason = at, bool(e.get("ok")), e.get("reason", "")
             attempt.first_failure = e.get("first_failure") or ""
             attempt.first_failure_exit = e.get("first_failure_exit")
+            attempt.cause, attempt.counted = e.get("cause") or "", bool(e.get("counted", True))
         elif kind == ev.HOST_LOST:
             self._attempt(e).lost_hosts.append(f"{e.get('host', '?')} ({', '.join(e.get('tasks') or [])})")
+        elif kind == ev.PREEMPTED:
+            self._attempt(e).preempted.append(f"{e.get('task', '?')} on {e.get('host') or '?'}")
         elif kind == ev.JOB_FINISHED:
             self.finished_at, self.status, self.diagnostics = at, e["status"], e.get("diagnostics", "")
             self.stopped_by = e.get("stopped_by", "")

@@ -44,9 +44,12 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
             first = f"; first failure: {attempt.first_failure} exit code {attempt.first_failure_exit}{where}"
         elif attempt.ok is False and attempt.reason:
             first = f"; {attempt.reason}"
-        out += ["", f"attempt {attempt.number}: {verdict}{first}"]
+        uncounted = f" (not counted: {attempt.cause})" if attempt.ok is False and not attempt.counted else ""
+        out += ["", f"attempt {attempt.number}: {verdict}{first}{uncounted}"]
         if attempt.lost_hosts:
             out.append(f"lost host(s): {'; '.join(attempt.lost_hosts)}")
+        if attempt.preempted:
+            out.append(f"preempted by YARN: {'; '.join(attempt.preempted)}")
         rows = [[("* " if run.task == attempt.first_failure else "  ") + run.task, run.status,
                  f"{run.host}:{run.port}" if run.host else "", run.container_id,
                  "" if run.exit_code is None else str(run.exit_code), duration(run.duration_s), mib(run.peak_rss_kib)]

@@ -212,7 +212,7 @@ class LocalCluster:
 
     # ----------------------------------------------------------------------- up
     def up(self, port_base: int | None = None, timeout: float = 180.0, log=print, gpus: int | None = None,
-           secure: bool | None = None, nodes: int | None = None) -> None:
+           secure: bool | None = None, nodes: int | None = None, preemption: bool | None = None) -> None:
         """Start whatever is not running and wait until YARN and HDFS serve.
 
         `secure=True` first creates and starts this cluster's KDC and turns Kerberos on.
@@ -239,6 +239,12 @@ class LocalCluster:
                 raise UsageError(f"--secure: the cluster at {self.state_dir} is running {state} Kerberos; "
                                  "run `tony cluster down` first")
             settings.secure = secure
+        if preemption is not None and preemption != settings.preemption:
+            if any(running.values()):
+                state = "with" if settings.preemption else "without"
+                raise UsageError(f"--preemption: the cluster at {self.state_dir} is running {state} preemption; "
+                                 "run `tony cluster down` first")
+            settings.preemption = preemption
         if nodes is not None and nodes != settings.nodes:
             if any(running.values()):
                 raise UsageError(f"--nodes: the cluster at {self.state_dir} is running with {settings.nodes} "

@@ -90,6 +90,7 @@ class ClusterSettings:
     max_alloc_vcores: int = 8
     gpus: int = 0
     secure: bool = False
+    preemption: bool = False  # two queues (default, high) and YARN's preemption monitor (PREEMPTION_QUEUES)
     kdc_port: int = 0
     nodes: int = 1  # worker hosts: 1 = NodeManager and DataNode on 127.0.0.1; more = network namespaces
     net_slot: int = -1  # the /28 of 198.18.0.0/24 a multi-host cluster holds (network.HostNetwork)
@@ -262,28 +263,59 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
             # a NodeManager whose link comes back reaches the ResourceManager again within a second
             "yarn.resourcemanager.connect.retry-interval.ms": 1000,
         })
+    if settings.preemption:
+        yarn.update(PREEMPTION_MONITOR)
     yarn.update(secure.get("yarn-site.xml", {}))
     yarn.update(settings.extra)
     write_site(conf_dir / "yarn-site.xml", yarn)
-    write_site(conf_dir / "capacity-scheduler.xml", {
-        "yarn.scheduler.capacity.root.queues": "default",
-        "yarn.scheduler.capacity.root.default.capacity": 100,
-        "yarn.scheduler.capacity.root.default.maximum-capacity": 100,
-        "yarn.scheduler.capacity.maximum-am-resource-percent": 0.5,
-        "yarn.scheduler.capacity.root.accessible-node-labels": "*",
-        "yarn.scheduler.capacity.root.default.accessible-node-labels": "*",
-        "yarn.scheduler.capacity.resource-calculator":
-            "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator",
-        **({f"yarn.scheduler.capacity.root.accessible-node-labels.{GPU_LABEL}.capacity": 100,
-            f"yarn.scheduler.capacity.root.default.accessible-node-labels.{GPU_LABEL}.capacity": 100}
-           if settings.gpus else {}),
-    })
+    write_site(conf_dir / "capacity-scheduler.xml", capacity_scheduler(settings))
     (conf_dir / "log4j.properties").write_text(_LOG4J)
     if settings.gpus:
         write_gpu_node_conf(conf_dir, state_dir, settings, yarn)
     if network:
         for host in network.hosts:
             write_host_conf(conf_dir, state_dir, host, settings, hdfs, yarn)
+
+
+# `tony cluster up --preemption`: YARN's own ProportionalCapacityPreemptionPolicy, looking every second and
+# killing a marked container 3 s after the application master was told (Hadoop's defaults: 3 s and 15 s).
+PREEMPTION_MONITOR = {
+    "yarn.resourcemanager.scheduler.monitor.enable": True,
+    "yarn.resourcemanager.scheduler.monitor.policies":
+        "org.apache.hadoop.yarn.server.resourcemanager.monitor.capacity.ProportionalCapacityPreemptionPolicy",
+    "yarn.resourcemanager.monitor.capacity.preemption.monitoring_interval": 1000,
+    "yarn.resourcemanager.monitor.capacity.preemption.max_wait_before_kill": 3000,
+    "yarn.resourcemanager.monitor.capacity.preemption.total_preemption_per_round": 1.0,
+    "yarn.resourcemanager.monitor.capacity.preemption.natural_termination_factor": 1.0,
+    "yarn.resourcemanager.monitor.capacity.preemption.max_ignored_over_capacity": 0,
+}
+# ... and two queues, half the cluster guaranteed to each; either may use all of it while the other is idle
+# (user-limit-factor 2: one user may take twice the queue's half), and gets its half back by preemption.
+PREEMPTION_QUEUES = ("default", "high")
+
+
+def capacity_scheduler(settings: ClusterSettings) -> dict[str, object]:
+    """capacity-scheduler.xml: one queue, or with `preemption` two that take their half back."""
+    queues = PREEMPTION_QUEUES if settings.preemption else ("default",)
+    share = 100 // len(queues)
+    conf: dict[str, object] = {
+        "yarn.scheduler.capacity.root.queues": ",".join(queues),
+        "yarn.scheduler.capacity.maximum-am-resource-percent": 0.5,
+        "yarn.scheduler.capacity.root.accessible-node-labels": "*",
+        "yarn.scheduler.capacity.resource-calculator":
+            "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator",
+    }
+    if settings.gpus:
+        conf[f"yarn.scheduler.capacity.root.accessible-node-labels.{GPU_LABEL}.capacity"] = 100
+    for i, queue in enumerate(queues):
+        prefix = f"yarn.scheduler.capacity.root.{queue}"
+        conf.update({f"{prefix}.capacity": share, f"{prefix}.maximum-capacity": 100,
+                     f"{prefix}.accessible-node-labels": "*"})
+        if len(queues) > 1:
+            conf[f"{prefix}.user-limit-factor"] = len(queues)
+        if settings.gpus:  # the GPU node's label belongs to the first queue
+            conf[f"{prefix}.accessible-node-labels.{GPU_LABEL}.capacity"] = 100 if i == 0 else 0
+    return conf
 
 
 def host_conf_name(host: Host) -> str:

@@ -154,3 +154,34 @@ def test_a_silent_sidecar_does_not_fail_the_training():
     reg.tasks[("worker", 1)].last_heartbeat = t0
     outcome = policy.decide(job, reg.tasks.values(), attempt_start=t0 - 30, app_start=t0 - 30, now=t0 + 21)
     assert outcome is not None and "heartbeat timeout: worker:1" in outcome.reason
+
+
+# ------------------------------------------------ issue #29 item 3: retries YARN's faults do not spend
+def test_a_failure_caused_by_yarn_is_retried_without_counting_up_to_its_own_bound():
+    job = make_job("worker:2", max_attempts=1, max_free_retries=2)
+    own = policy.Outcome(False, "worker:1 exited with code 1")
+    preempted = policy.Outcome(False, "worker:1 preempted by YARN", cause="preemption")
+    lost = policy.Outcome(False, "host h lost", cause="lost host")
+    assert not policy.retry(own, 1, job, 0.0, 1.0)
+    assert policy.retry(preempted, 1, job, 0.0, 1.0, free_used=0)
+    assert policy.retry(lost, 2, job, 0.0, 1.0, free_used=1)  # attempt 2 was the first free one
+    assert not policy.retry(preempted, 3, job, 0.0, 1.0, free_used=2)  # the bound: now it counts
+    assert policy.is_free(preempted, job, 1) and not policy.is_free(preempted, job, 2)
+    assert not policy.is_free(own, job, 0)
+    counted = make_job("worker:2", max_attempts=2, max_free_retries=0)
+    assert policy.retry(preempted, 1, counted, 0.0, 1.0) and not policy.retry(preempted, 2, counted, 0.0, 1.0)
+
+
+def test_preempted_tasks_are_told_by_yarns_own_words():
+    job = make_job("worker:2")
+    reg = _reg(job)
+    reg.container_gone(("worker", 1), "container container_1_0001_01_000003 FAILED: Container preempted by scheduler")
+    reg.finished("worker", 0, 1, 1, "collective: peer gone")
+    assert [t.id for t in policy.preempted(reg.tasks.values())] == ["worker:1"]
+
+
+def test_the_diagnostics_say_which_attempts_were_not_counted():
+    failures = ["attempt 1/2: worker:1 preempted by YARN (not counted: preemption)"]
+    text = policy.diagnostics(True, 2, 2, failures)
+    assert text.startswith("tony-airflow: SUCCEEDED on attempt 2/2")
+    assert "attempt 1 failed: worker:1 preempted by YARN (not counted: preemption)" in text
