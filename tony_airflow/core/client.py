@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import shutil
 import socket
@@ -38,7 +39,7 @@ from tony_airflow.yarn.discovery import ClusterConfig, discover
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.jvm import LIGHT_JVM_FLAGS
 from tony_airflow.yarn.kerberos import KerberosLogin, check_credentials
-from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
+from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient, ResourceManagerError
 from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, HadoopToken, read_token_file, token_file
 
 APP_TAG = "tony-airflow"
@@ -120,15 +121,20 @@ def docker_env(job: JobSpec, hadoop_conf_dir: str | None = None) -> dict[str, st
 
 PROGRESS_TIMEOUT_S = 5.0
 ENDGAME_POLL_S = 0.2  # RM polls once every task has ended (the application ends within seconds)
+# Hadoop's defaults for a client whose ResourceManager does not answer: yarn.resourcemanager.connect.max-wait.ms
+# (15 min) and .retry-interval.ms (30 s); the configuration's own values win (TonyClient).
+RM_PATIENCE_S = 900.0
+RM_RETRY_S = 30.0
 ENDGAME_POLLS = 50    # at most this many in a row (10 s), then the caller's interval again
 
 
 class JobHandle:
     """A submitted job (or one reconnected to by id): its state, its progress, and the means to stop it."""
 
-    def __init__(self, app_id: str, rm: ResourceManagerClient):
+    def __init__(self, app_id: str, rm: ResourceManagerClient, rm_patience_s: float = RM_PATIENCE_S):
         self.app_id = app_id
         self.rm = rm
+        self.rm_patience_s = rm_patience_s  # how long the wait rides out an RM that does not answer
         self.last_report: ApplicationReport | None = None
         self._am_address: str | None = None
         self._secret = ""
@@ -235,7 +241,7 @@ class JobHandle:
         known: Progress | None = None  # the last progress the AM gave: it stops answering as it ends
         fast = 0
         while True:
-            report = self.status()
+            report = self._status_riding_out(poll)
             progress = self.progress(report) if not report.is_terminal else None
             known = progress or known
             key = (report.state, report.final_status, progress)
@@ -256,6 +262,34 @@ class JobHandle:
             time.sleep(min(poll, ENDGAME_POLL_S) if 0 < fast <= ENDGAME_POLLS else poll)
 
 
+    def _status_riding_out(self, poll: float) -> ApplicationReport:
+        """The report, asking again while the RM does not answer (down, busy, failing over) for up to
+        `rm_patience_s`, as Hadoop's own clients do (yarn.resourcemanager.connect.max-wait.ms); a
+        refusal (4xx) ends the wait at once. Giving up early would orphan a running application."""
+        first_error: float | None = None
+        while True:
+            try:
+                return self.status()
+            except ResourceManagerError as exc:
+                if not exc.transient:
+                    raise
+                now = time.monotonic()
+                first_error = now if first_error is None else first_error
+                if now - first_error >= self.rm_patience_s:
+                    raise ResourceManagerError(f"the ResourceManager did not answer for "
+                                               f"{self.rm_patience_s:.0f}s: {exc}") from None
+                time.sleep(min(max(poll, 1.0), RM_RETRY_S))
+
+
+def rm_patience(max_wait_ms: str | None) -> float:
+    """Seconds to ride out a silent RM, from yarn.resourcemanager.connect.max-wait.ms (-1: for ever)."""
+    try:
+        value = int(str(max_wait_ms).strip())
+    except ValueError:
+        return RM_PATIENCE_S
+    return math.inf if value < 0 else value / 1000.0
+
+
 class TonyClient:
     """Submits jobs to the cluster that HADOOP_CONF_DIR (or the local cluster) names."""
 
@@ -271,6 +305,7 @@ class TonyClient:
         # On a Kerberos cluster: a keytab, Hadoop tokens or a ticket, or one line now (exit 2)
         check_credentials(self.cluster.auth, self.login)
         self.rm = rm or ResourceManagerClient.from_conf(self.conf, login=self.login)
+        self.rm_patience_s = rm_patience(self.conf.get("yarn.resourcemanager.connect.max-wait.ms"))
 
     def __enter__(self) -> TonyClient:
         return self
@@ -345,7 +380,7 @@ class TonyClient:
         with tempfile.TemporaryDirectory(prefix="tony-submit-") as staging:
             app_id = self.submit_spec(build_application(job, Path(staging), secret,
                                                         self.environment["HADOOP_CONF_DIR"]))
-        handle = JobHandle(app_id, self.rm)
+        handle = JobHandle(app_id, self.rm, self.rm_patience_s)
         handle._secret, handle._job = secret, job
         return handle
 
@@ -364,7 +399,7 @@ class TonyClient:
 
     def handle(self, app_id: str) -> JobHandle:
         """A handle on a job submitted earlier (a retry reconnecting): status, progress, kill."""
-        return JobHandle(app_id, self.rm)
+        return JobHandle(app_id, self.rm, self.rm_patience_s)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -58,7 +58,12 @@ def is_application_id(text: object) -> bool:
 
 
 class ResourceManagerError(ClusterError):
-    """No ResourceManager answered, or it refused the call."""
+    """No ResourceManager answered, or it refused the call. `transient`: none answered, or one answered
+    5xx (busy, standby, failing over): asking again later may succeed, as Hadoop's RM proxy does."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
 
 
 @dataclass(frozen=True)
@@ -177,7 +182,8 @@ class _Base:
                 msg = resp.text[:300]
             if resp.status_code == 401:
                 msg = "not authenticated (this ResourceManager wants Kerberos: kinit, or give a keytab)"
-            raise ResourceManagerError(f"{call.method} {call.path}: HTTP {resp.status_code}: {msg}")
+            raise ResourceManagerError(f"{call.method} {call.path}: HTTP {resp.status_code}: {msg}",
+                                       transient=resp.status_code >= 500)
         return json.loads(resp.content, object_pairs_hook=_keep_repeated_keys) if resp.content else {}
 
 
@@ -216,7 +222,7 @@ class ResourceManagerClient(_Base):
                 errors.append(f"{base}: {exc}")
                 continue
             return self._check(resp, call)
-        raise ResourceManagerError("no ResourceManager answered: " + "; ".join(errors))
+        raise ResourceManagerError("no ResourceManager answered: " + "; ".join(errors), transient=True)
 
     def application(self, app_id: str) -> ApplicationReport:
         return ApplicationReport.from_json(self._do(_app_call(app_id))["app"])
@@ -274,7 +280,7 @@ class AsyncResourceManagerClient(_Base):
                 errors.append(f"{base}: {exc}")
                 continue
             return self._check(resp, call)
-        raise ResourceManagerError("no ResourceManager answered: " + "; ".join(errors))
+        raise ResourceManagerError("no ResourceManager answered: " + "; ".join(errors), transient=True)
 
     async def application(self, app_id: str) -> ApplicationReport:
         return ApplicationReport.from_json((await self._do(_app_call(app_id)))["app"])

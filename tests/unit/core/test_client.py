@@ -126,3 +126,62 @@ def test_the_quick_endgame_polls_are_bounded_when_the_am_stays_silent(monkeypatc
     polls = ENDGAME_POLLS + 5
     progress = [Progress(total=3, running=3)] + [None] * polls
     assert _waited(monkeypatch, polls + 1, progress, poll=3.0) == [3.0] + [ENDGAME_POLL_S] * ENDGAME_POLLS + [3.0] * 5
+
+
+# ------------------------------------------------ issue #30 item 1: one RM error does not end the wait
+def _flaky_wait(monkeypatch, answers: list, patience: float = 900.0):
+    from tony_airflow.core import client as client_module
+    from tony_airflow.core.client import JobHandle
+    from tony_airflow.yarn.rest import ApplicationReport
+
+    class RM:
+        calls = 0
+
+        def application(self, app_id):
+            RM.calls += 1
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return ApplicationReport(app_id, *answer)
+
+    clock = [0.0]
+    monkeypatch.setattr(client_module.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(client_module.time, "monotonic", lambda: clock[0])
+    handle = JobHandle("application_1_0001", RM(), rm_patience_s=patience)  # type: ignore[arg-type]
+    monkeypatch.setattr(handle, "progress", lambda report=None: None)
+    return handle, RM
+
+
+def test_transient_rm_errors_during_the_wait_are_ridden_out_as_hadoops_clients_do(monkeypatch):
+    """A timeout, a 5xx or an RM failover made ytf-submit, tony-azkaban and the Oozie entry point exit 1
+    and orphan a running application."""
+    from tony_airflow.yarn.rest import ResourceManagerError
+
+    down = ResourceManagerError("no ResourceManager answered: timed out", transient=True)
+    busy = ResourceManagerError("GET /ws/v1/cluster/apps/x: HTTP 503: standby", transient=True)
+    handle, rm = _flaky_wait(monkeypatch, [("RUNNING", "UNDEFINED"), down, busy, down, ("FINISHED", "SUCCEEDED")])
+    assert handle.wait(poll=1.0).final_status == "SUCCEEDED"
+    assert rm.calls == 5
+
+
+def test_the_wait_gives_up_after_the_rms_patience_and_at_once_on_a_refusal(monkeypatch):
+    from tony_airflow.yarn.rest import ResourceManagerError
+
+    down = ResourceManagerError("no ResourceManager answered: refused", transient=True)
+    handle, rm = _flaky_wait(monkeypatch, [down] * 100, patience=10.0)
+    with pytest.raises(ResourceManagerError, match="did not answer for 10s"):
+        handle.wait(poll=1.0)
+    assert 5 <= rm.calls <= 12
+    refused = ResourceManagerError("GET /ws/v1/cluster/apps/x: HTTP 404: not found")
+    handle, rm = _flaky_wait(monkeypatch, [refused])
+    with pytest.raises(ResourceManagerError, match="404"):
+        handle.wait(poll=1.0)
+
+
+def test_the_rms_patience_is_hadoops_setting():
+    import math
+
+    from tony_airflow.core.client import RM_PATIENCE_S, rm_patience
+
+    assert rm_patience(None) == RM_PATIENCE_S == 900.0
+    assert rm_patience("60000") == 60.0 and rm_patience("-1") == math.inf and rm_patience("soon") == RM_PATIENCE_S
