@@ -392,6 +392,9 @@ class TonyClient:
             fs = webhdfs(self.conf, user=self.rm.user, login=self.login, token=hdfs_token)
             return submission.submit(spec, self.rm, fs, self.conf, tokens=tokens,
                                      lang=self.environment.get("LANG") or os.environ.get("LANG")).app_id
+        except ResourceManagerError as exc:
+            what = "the ResourceManager did not answer the submission" if exc.transient else "YARN refused the submission"
+            raise ClusterError(f"{what}: {_one_line(exc)}") from None
         except ClusterError as exc:
             raise ClusterError(f"YARN refused the submission: {_one_line(exc)}") from None
         except (OSError, RuntimeError, ValueError) as exc:  # WebHDFS: refused, or unreachable

@@ -32,7 +32,7 @@ import skein
 
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import PART_SUFFIX, create_file
-from tony_airflow.yarn.rest import ResourceManagerClient
+from tony_airflow.yarn.rest import ResourceManagerClient, ResourceManagerError
 from tony_airflow.yarn.tokens import HadoopToken
 
 if TYPE_CHECKING:
@@ -251,11 +251,42 @@ def submit(spec: skein.ApplicationSpec, rm: ResourceManagerClient, fs: WebHDFS, 
         files, env, command = launch_context(spec, stager, UserCache(fs, home, stager), conf, app_id,
                                              rm.user, lang)
         stager.flush()
-        rm.submit_application(submission_body(spec, app_id, files, env, command, tokens or []))
+        body = submission_body(spec, app_id, files, env, command, tokens or [])
     except BaseException:
-        try:
-            fs.rm(app_dir, recursive=True)
-        except Exception:  # the submission's own error is the one to report
-            pass
+        _forget_staging(fs, app_dir)
+        raise
+    try:
+        rm.submit_application(body)
+    except ResourceManagerError as exc:
+        # No answer is not a refusal: the RM may have taken the application, whose AM needs these files.
+        if not (exc.transient and _was_accepted(rm, app_id)):
+            _forget_staging(fs, app_dir)
+            raise
+    except BaseException:
+        _forget_staging(fs, app_dir)
         raise
     return Submitted(app_id, stager.uri(app_dir))
+
+
+LOOKUP_TRIES, LOOKUP_PAUSE_S = 5, 2.0  # asking the RM whether a submission it did not answer arrived
+
+
+def _was_accepted(rm: ResourceManagerClient, app_id: str) -> bool:
+    """Whether the RM knows `app_id` (a submission whose answer was lost); it says so within a few tries."""
+    for tries in range(LOOKUP_TRIES):
+        try:
+            rm.application(app_id)
+            return True
+        except ResourceManagerError as exc:
+            if not exc.transient:
+                return False  # 404: the submission never arrived
+        time.sleep(LOOKUP_PAUSE_S * (tries + 1))
+    raise ResourceManagerError(f"the ResourceManager did not answer whether it took {app_id}; its staging "
+                               "directory is kept: see `tony status` for it", transient=True)
+
+
+def _forget_staging(fs: WebHDFS, app_dir: str) -> None:
+    try:
+        fs.rm(app_dir, recursive=True)
+    except Exception:  # the submission's own error is the one to report
+        pass

@@ -221,3 +221,44 @@ def test_a_refused_submission_leaves_no_staging_directory(tmp_path):
         submission.submit(_spec(tmp_path), rm, fs, _conf())
     assert ("DELETE", f"{HOME}/.skein/application_1_0001") in fs.ops
     assert not [p for p in fs.files if "/.skein/" in p]
+
+
+class TimedOutRM(FakeRM):
+    """The submission reached the RM, but its answer did not come back (a timeout, a failover)."""
+
+    def __init__(self, accepted: bool) -> None:
+        super().__init__()
+        self.accepted, self.asked = accepted, 0
+
+    def submit_application(self, body: dict[str, Any]) -> None:
+        from tony_airflow.yarn.rest import ResourceManagerError
+
+        if self.accepted:
+            self.bodies.append(body)
+        raise ResourceManagerError("no ResourceManager answered: timed out", transient=True)
+
+    def application(self, app_id: str):
+        from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerError
+
+        self.asked += 1
+        if self.bodies:
+            return ApplicationReport(app_id, "ACCEPTED", "UNDEFINED")
+        raise ResourceManagerError(f"GET /ws/v1/cluster/apps/{app_id}: HTTP 404: not found")
+
+
+def test_a_submission_whose_answer_was_lost_is_looked_up_before_anything_is_removed(tmp_path):
+    """Issue #30 item 3: after a transport error the staging directory was deleted and 'YARN refused'
+    raised, although the RM had accepted the application (which then failed for lack of its files)."""
+    fs, rm = FakeWebHDFS(), TimedOutRM(accepted=True)
+    done = submission.submit(_spec(tmp_path), rm, fs, _conf())
+    assert done.app_id == "application_1_0001" and rm.asked >= 1
+    assert not [op for op in fs.ops if op[0] == "DELETE" and "/.skein/" in op[1]]
+
+
+def test_a_submission_the_rm_never_got_is_cleaned_up_and_reported(tmp_path):
+    from tony_airflow.yarn.rest import ResourceManagerError
+
+    fs, rm = FakeWebHDFS(), TimedOutRM(accepted=False)
+    with pytest.raises(ResourceManagerError, match="timed out"):
+        submission.submit(_spec(tmp_path), rm, fs, _conf())
+    assert ("DELETE", f"{HOME}/.skein/application_1_0001") in fs.ops
