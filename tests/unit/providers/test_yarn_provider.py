@@ -416,3 +416,25 @@ def test_a_deferring_operator_defers_even_when_the_rm_does_not_answer_its_last_l
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(task_context())
     assert deferred.value.trigger.seen_state is None and len(calls) == 2
+
+
+def test_a_retry_after_publishing_failed_reconnects_instead_of_submitting_a_duplicate(fake_rm, monkeypatch):
+    """Issue #30 item 2: an RM call and three XCom pushes ran before the mixin stored the application id;
+    when one of them failed, the retry submitted a second application beside the first."""
+    op, client = _operator(fake_rm, monkeypatch)
+    store = DictStore()
+    first = task_context(store)
+
+    def broken_push(key, value):
+        raise RuntimeError("the API server did not answer")
+
+    first["ti"].xcom_push = broken_push
+    with pytest.raises(RuntimeError, match="did not answer"):
+        op.execute(first)
+    assert len(client.submitted) == 1
+    app = store.get(TensorFlowOnYarnOperator.external_id_key)
+    assert app, "the id must be stored before anything else can fail"
+    retry, client_again = _operator(fake_rm, monkeypatch)
+    ctx = task_context(store)
+    assert retry.execute(ctx) == app
+    assert client_again.submitted == [] and ctx["ti"].xcoms["application_id"] == app

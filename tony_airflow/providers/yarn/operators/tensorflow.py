@@ -160,6 +160,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
         self.application_id: str | None = None
+        self._submitted_tensorboard: bool | None = None  # the job this try submitted asked for TensorBoard
         self._client: TonyClient | None = None
 
     @cached_property
@@ -227,8 +228,10 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         except UsageError as exc:  # refused by the cluster's limits: same as bad input
             raise AirflowFailException(str(exc)) from None
         self.application_id = handle.app_id
+        self._submitted_tensorboard = job.tensorboard
         self.log.info("Submitted application %s", handle.app_id)
-        self._publish(context, handle.app_id, tensorboard=job.tensorboard)
+        # Nothing else here: the mixin stores the id when this returns, and anything that could fail before
+        # (an RM call, an XCom push) would make a retry submit a second application. Links: poll_until_complete.
         return handle.app_id
 
     def get_job_status(self, external_id: Any, context: Any) -> str:
@@ -246,8 +249,10 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         app_id = str(external_id)
         if self.application_id != app_id:  # reconnecting after a crash: the XComs of this try are new
             self.application_id = app_id
+            self._submitted_tensorboard = None
             self.log.info("Reconnected to application %s", app_id)
-            self._publish(context, app_id, tensorboard=self._wants_tensorboard())
+        board = self._submitted_tensorboard
+        self._publish(context, app_id, tensorboard=self._wants_tensorboard() if board is None else board)
         if not self.wait_for_completion:
             return app_id
         if self.deferrable:
