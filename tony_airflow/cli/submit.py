@@ -51,6 +51,11 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-attempts", dest="max_attempts", type=str, help="whole-cluster attempts (default 1)")
     p.add_argument("--max-free-retries", dest="max_free_retries", type=str,
                    help="retries after a preemption or a lost host that do not count as attempts (default 5)")
+    p.add_argument("--am-attempts", dest="am_attempts", type=str,
+                   help="YARN application attempts: a lost AM starts a new one that goes on (default 2, at most "
+                        "the RM's yarn.resourcemanager.am.max-attempts)")
+    p.add_argument("--am-attempts-validity", dest="am_attempts_validity", type=str,
+                   help="seconds an AM failure counts against --am-attempts (default 3600; 0: for ever)")
     p.add_argument("--timeout", type=str, help="application timeout in seconds (default: none)")
     p.add_argument("--allocation-timeout", type=str, help="seconds to get every container (default 300)")
     p.add_argument("--registration-timeout", type=str, help="seconds for every task to register (default 300)")
@@ -76,7 +81,8 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "src_dir": args.src_dir, "tensorboard": args.tensorboard, "docker_image": args.docker_image,
         "python_venv": args.python_venv, "client": args.client,
         "queue": args.queue, "name": args.name, "max_attempts": args.max_attempts,
-        "max_free_retries": args.max_free_retries,
+        "max_free_retries": args.max_free_retries, "am_attempts": args.am_attempts,
+        "am_attempts_validity": args.am_attempts_validity,
         "tracked": args.tracked, "untracked": args.untracked, "sidecar": args.sidecar, "tags": args.tags,
         "python": args.python, "framework": args.framework, "history_dir": args.history_dir,
     }

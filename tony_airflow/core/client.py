@@ -86,7 +86,7 @@ def build_application(job: JobSpec, staging: Path, secret: str,
         )
     return skein.ApplicationSpec(
         name=job.name, queue=job.queue, tags=set(job.tags) | {APP_TAG},
-        services=services, master=master, max_attempts=1,
+        services=services, master=master, max_attempts=job.am_attempts,
     )
 
 
@@ -124,6 +124,7 @@ ENDGAME_POLL_S = 0.2  # RM polls once every task has ended (the application ends
 # Hadoop's defaults for a client whose ResourceManager does not answer: yarn.resourcemanager.connect.max-wait.ms
 # (15 min) and .retry-interval.ms (30 s); the configuration's own values win (TonyClient).
 RM_PATIENCE_S = 900.0
+RM_MAX_AM_ATTEMPTS = 2  # YarnConfiguration.DEFAULT_RM_AM_MAX_ATTEMPTS
 RM_RETRY_S = 30.0
 ENDGAME_POLLS = 50    # at most this many in a row (10 s), then the caller's interval again
 
@@ -343,11 +344,22 @@ class TonyClient:
 
     def validate(self, job: JobSpec) -> JobSpec:
         job.validate(max_allocation=self.max_allocation(job.queue))
+        most = self.rm_max_am_attempts()
+        if job.am_attempts > most:
+            raise UsageError(f"am_attempts: {job.am_attempts} is above this ResourceManager's "
+                             f"yarn.resourcemanager.am.max-attempts ({most}); allowed: 1 to {most}")
         nodes = (self.rm.get("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
         self._check_gpus_and_labels(job, nodes)
         if nodes:  # no node has registered yet: nothing to measure against
             job.check_capacity(_partitions(nodes))
         return job
+
+    def rm_max_am_attempts(self) -> int:
+        """The most application attempts the RM grants (yarn.resourcemanager.am.max-attempts, default 2)."""
+        try:
+            return max(1, int(self.conf.get("yarn.resourcemanager.am.max-attempts") or RM_MAX_AM_ATTEMPTS))
+        except ValueError:
+            return RM_MAX_AM_ATTEMPTS
 
     def _check_gpus_and_labels(self, job: JobSpec, nodes: list[dict[str, Any]]) -> None:
         """GPUs no node has, and labels the cluster does not know, can never be scheduled."""
@@ -379,19 +391,22 @@ class TonyClient:
         secret = protocol.new_secret()
         with tempfile.TemporaryDirectory(prefix="tony-submit-") as staging:
             app_id = self.submit_spec(build_application(job, Path(staging), secret,
-                                                        self.environment["HADOOP_CONF_DIR"]))
+                                                        self.environment["HADOOP_CONF_DIR"]),
+                                      attempt_validity_ms=int(job.am_attempts_validity_s * 1000))
         handle = JobHandle(app_id, self.rm, self.rm_patience_s)
         handle._secret, handle._job = secret, job
         return handle
 
-    def submit_spec(self, spec: skein.ApplicationSpec) -> str:
-        """Submit a skein application (a job's, or a bare one for the benchmarks); its application id."""
+    def submit_spec(self, spec: skein.ApplicationSpec, attempt_validity_ms: int = 0) -> str:
+        """Submit a skein application (a job's, or a bare one for the benchmarks); its application id.
+        `attempt_validity_ms`: how long an AM failure counts against spec.max_attempts (0: always)."""
         tokens = self.application_tokens()
         hdfs_token = next((t.url_string() for t in tokens if t.kind == HDFS_DELEGATION_KIND), None)
         try:
             fs = webhdfs(self.conf, user=self.rm.user, login=self.login, token=hdfs_token)
             return submission.submit(spec, self.rm, fs, self.conf, tokens=tokens,
-                                     lang=self.environment.get("LANG") or os.environ.get("LANG")).app_id
+                                     lang=self.environment.get("LANG") or os.environ.get("LANG"),
+                                     attempt_validity_ms=attempt_validity_ms).app_id
         except ResourceManagerError as exc:
             what = "the ResourceManager did not answer the submission" if exc.transient else "YARN refused the submission"
             raise ClusterError(f"{what}: {_one_line(exc)}") from None

@@ -41,6 +41,8 @@ TENSORBOARD_COMMAND = "exec ${TONY_PYTHON:-python3} -m tony_airflow.core.tensorb
 CLIENT_TYPE = "chief"  # with --client, the chief runs where ytf-submit runs
 DEFAULT_TRACKED = ("chief", "worker", "evaluator")
 DEFAULT_FREE_RETRIES = 5
+DEFAULT_AM_ATTEMPTS = 2  # YARN's own default for yarn.resourcemanager.am.max-attempts, the most it allows
+DEFAULT_AM_ATTEMPTS_VALIDITY_S = 3600.0  # a week-long job survives an AM failure every hour or so
 MAX_FREE_RETRIES = 100
 DEFAULT_UNTRACKED = ("ps",)
 DEFAULT_SIDECARS = ("tensorboard",)
@@ -105,6 +107,9 @@ class JobSpec:
     # this many such retries per job (README "Attempts"). 5: a busy day's preemptions, not a host that
     # keeps dying under the job for ever.
     max_free_retries: int = DEFAULT_FREE_RETRIES
+    # YARN application attempts: a lost AM (its host, its process) starts a new AM that goes on with the job.
+    am_attempts: int = DEFAULT_AM_ATTEMPTS
+    am_attempts_validity_s: float = DEFAULT_AM_ATTEMPTS_VALIDITY_S  # an AM failure counts this long (0: always)
     timeouts: Timeouts = field(default_factory=Timeouts)
     framework: str = "tensorflow"
     python: str = "python3"
@@ -274,7 +279,8 @@ _JOB_FILE_KEYS = {
     "cluster_requirement", "tasks", "command", "task_memory", "task_vcores", "task_gpus", "node_label",
     "name", "queue", "tags", "env", "input", "output", "script", "src_dir", "tensorboard",
     "docker_image", "python_venv", "client", "max_attempts", "max_free_retries", "timeouts", "tracked", "untracked",
-    "sidecar", "framework", "python", "am_memory", "am_vcores", "heartbeat_interval", "stop_grace", "history_dir",
+    "am_attempts", "am_attempts_validity", "sidecar", "framework", "python", "am_memory", "am_vcores",
+    "heartbeat_interval", "stop_grace", "history_dir",
 }
 # Who submits, not what runs: read by the front end (a KerberosLogin), never shipped with the job.
 CREDENTIAL_KEYS = {"principal", "keytab"}
@@ -460,6 +466,9 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         max_attempts=parse_count(opts.get("max_attempts", 1), "max_attempts"),
         max_free_retries=parse_count(opts.get("max_free_retries", DEFAULT_FREE_RETRIES), "max_free_retries",
                                      minimum=0, maximum=MAX_FREE_RETRIES),
+        am_attempts=parse_count(opts.get("am_attempts", DEFAULT_AM_ATTEMPTS), "am_attempts"),
+        am_attempts_validity_s=parse_seconds(opts.get("am_attempts_validity", DEFAULT_AM_ATTEMPTS_VALIDITY_S),
+                                             "am_attempts_validity"),
         timeouts=timeouts,
         framework=str(opts.get("framework", "tensorflow")),
         python=str(opts.get("python", "python3")),

@@ -31,8 +31,8 @@ from tony_airflow.errors import UsageError
 # ytf-submit / job-file fields accepted as they are; ytf-submit's `command` is `task_command` here, because
 # `command` is what Azkaban's ProcessJob itself runs (this entry point, set by plugin.properties)
 SEED_KEYS = ("cluster_requirement", "task_command", "task_memory", "task_vcores", "task_gpus", "node_label", "input",
-             "output", "script", "docker_image", "name", "queue", "max_attempts", "max_free_retries", "tensorboard",
-             "framework", "python", "tracked", "untracked", "sidecar", "tags")
+             "output", "script", "docker_image", "name", "queue", "max_attempts", "max_free_retries", "am_attempts",
+             "am_attempts_validity", "tensorboard", "framework", "python", "tracked", "untracked", "sidecar", "tags")
 # TonY's Azkaban jobtype keys
 TONY_KEYS = ("executes", "task_params", "src_dir", "python_venv", "python_binary_path", "tensorboard_log_dir")
 TONY_APPLICATION_KEYS = {"tony.application.name": "name", "tony.application.tags": "tags",

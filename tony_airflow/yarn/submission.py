@@ -216,7 +216,7 @@ def _resource(file: skein.File) -> dict[str, Any]:
 
 
 def submission_body(spec: skein.ApplicationSpec, app_id: str, files: dict[str, skein.File], env: dict[str, str],
-                    command: str, tokens: list[HadoopToken]) -> dict[str, Any]:
+                    command: str, tokens: list[HadoopToken], attempt_validity_ms: int = 0) -> dict[str, Any]:
     """The RM's `application-submission-context` (ResourceManagerRest: Cluster Applications API (Submit))."""
     container: dict[str, Any] = {
         "local-resources": _entries({k: _resource(f) for k, f in files.items()}),
@@ -234,11 +234,14 @@ def submission_body(spec: skein.ApplicationSpec, app_id: str, files: dict[str, s
     }
     if spec.node_label:
         body["am-label-expression"] = spec.node_label
+    if attempt_validity_ms > 0:  # AM failures older than this do not count against max-app-attempts
+        body["attempt-failures-validity-interval"] = attempt_validity_ms
     return body
 
 
 def submit(spec: skein.ApplicationSpec, rm: ResourceManagerClient, fs: WebHDFS, conf: HadoopConf,
-           tokens: list[HadoopToken] | None = None, lang: str | None = None) -> Submitted:
+           tokens: list[HadoopToken] | None = None, lang: str | None = None,
+           attempt_validity_ms: int = 0) -> Submitted:
     """Submit `spec` (changed in place into its staged form); the staging directory goes if YARN refuses."""
     app_id = rm.new_application()
     home = fs.home_directory()
@@ -251,7 +254,7 @@ def submit(spec: skein.ApplicationSpec, rm: ResourceManagerClient, fs: WebHDFS, 
         files, env, command = launch_context(spec, stager, UserCache(fs, home, stager), conf, app_id,
                                              rm.user, lang)
         stager.flush()
-        body = submission_body(spec, app_id, files, env, command, tokens or [])
+        body = submission_body(spec, app_id, files, env, command, tokens or [], attempt_validity_ms)
     except BaseException:
         _forget_staging(fs, app_dir)
         raise

@@ -178,9 +178,30 @@ class Mirror:
         self._check_claim()
         cutoff = time.time() - QUIET_S if cutoff is None else cutoff
         indexes = _read_indexes(self.local)
+        named = {n for rel, (data, _) in indexes.items() for n in _named_paths(rel, data, self.local)}
+        first: list[tuple[Path, str]] = []
+        rest: list[tuple[Path, str]] = []
+        for path in sorted(self.local.rglob("*")):
+            rel = str(path.relative_to(self.local))
+            (first if any(rel.startswith(n + ".") for n in named) else rest).append((path, rel))
+        # The checkpoints the indexes name first, then the indexes, then the rest: TensorFlow drops a
+        # checkpoint at its next save, which must not come while a large file is being uploaded.
+        count = self._publish_files(first, cutoff)
+        for rel, (data, key) in indexes.items():
+            # TensorFlow replaces an index by rename and it was read once: whole, so no quiet time is needed
+            if self._held.get(rel) == key or not _names_files_in(rel, data, self._held, self.local):
+                continue  # unchanged, or its checkpoint's files come in a later round
+            self._replace(f"{self.remote}/{rel}", data)
+            self._held[rel], self._indexes[rel] = key, data
+            self._own.add(rel)
+            count += 1
+        count += self._publish_files(rest, cutoff)
+        return count + self._remove_deleted()
+
+    def _publish_files(self, files: list[tuple[Path, str]], cutoff: float) -> int:
         count = 0
         remote_sizes: dict[str, RemoteFile] | None = None
-        for path in sorted(self.local.rglob("*")):
+        for path, rel in files:
             name = path.name
             if not path.is_file() or is_part(name) or name in (CHECKPOINT_INDEX, WRITER_MARK):
                 continue
@@ -188,7 +209,6 @@ class Mirror:
                 stat = path.stat()
             except FileNotFoundError:  # written and deleted between the walk and now
                 continue
-            rel = str(path.relative_to(self.local))
             if self._held.get(rel) == _key(stat) or rel in self._held and rel not in self._own:
                 continue  # HDFS has this version; or a file this writer pulled and does not own
             if EVENTS in name and rel in self._held:
@@ -197,14 +217,7 @@ class Mirror:
                 count += self._grow(path, rel, remote_sizes.get(f"{self.remote}/{rel}"))
             elif stat.st_mtime <= cutoff:
                 count += self._publish(path, rel, _key(stat))
-        for rel, (data, key) in indexes.items():
-            if self._held.get(rel) == key or key[1] / 1e9 > cutoff or not _names_files_in(rel, data, self._held, self.local):
-                continue  # unchanged, too new, or its checkpoint's files come in a later round
-            self._replace(f"{self.remote}/{rel}", data)
-            self._held[rel], self._indexes[rel] = key, data
-            self._own.add(rel)
-            count += 1
-        return count + self._remove_deleted()
+        return count
 
     def _publish(self, path: Path, rel: str, key: Key) -> int:
         """Upload under a temporary name, then rename into place, if the file did not change meanwhile."""

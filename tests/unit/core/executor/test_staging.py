@@ -428,3 +428,31 @@ def test_every_webhdfs_request_has_a_deadline(monkeypatch):
             fs.session.get(f"http://127.0.0.1:{port}/webhdfs/v1/?op=LISTSTATUS")
     finally:
         server.close()
+
+
+def test_a_checkpoint_reaches_hdfs_before_a_large_file_and_before_the_next_save_drops_it(tmp_path):
+    """Seen on the 3-host cluster: BackupAndRestore saves every few seconds and drops the previous
+    checkpoint; a round that uploaded a 32 MiB file first found the named checkpoint gone, and the
+    `checkpoint` index never reached HDFS while the job ran."""
+    out = tmp_path / "chief"
+    backup = out / "backup" / "chief"
+    _write(out / "a-large-file.bin", _model(1))  # sorts before backup/
+    _write(backup / "ckpt-1.index", b"i1")
+    _write(backup / "ckpt-1.data-00000-of-00001", b"d1")
+    _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n', age=0.2)  # just replaced by rename
+
+    class SavingDuringLargeUpload(MemoryHDFS):
+        def create(self, path, data):
+            if "a-large-file.bin" in path and (backup / "ckpt-1.index").exists():  # the next save, meanwhile
+                _write(backup / "ckpt-2.index", b"i2", age=0)
+                _write(backup / "ckpt-2.data-00000-of-00001", b"d2", age=0)
+                _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-2"\n', age=0)
+                (backup / "ckpt-1.index").unlink()
+                (backup / "ckpt-1.data-00000-of-00001").unlink()
+            super().create(path, data)
+
+    fs = SavingDuringLargeUpload()
+    _mirror(out, fs).push()
+    seen = fs.visible()
+    assert seen.get("backup/chief/checkpoint") == b'model_checkpoint_path: "ckpt-1"\n', sorted(seen)
+    assert {"backup/chief/ckpt-1.index", "backup/chief/ckpt-1.data-00000-of-00001"} <= set(seen)

@@ -77,8 +77,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     :param tensorboard: start a TensorBoard task over ``output_path``, linked from the task
     :param yarn_queue: the YARN queue (``queue`` is taken: BaseOperator's executor queue); default: the
         connection's ``queue`` extra, else ``default``
-    :param application_name / node_label / docker_image / env / max_attempts / max_free_retries: as in
-        ``ytf-submit``
+    :param application_name / node_label / docker_image / env / max_attempts / max_free_retries /
+        am_attempts: as in ``ytf-submit``
     :param conf: a YAML/JSON job file path, or a mapping of further job fields (timeouts, tracked, ...);
         the explicit arguments win over it
     :param yarn_conn_id: the ``yarn`` connection (without ``yarn_default``: HADOOP_CONF_DIR or the local cluster)
@@ -124,6 +124,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         conf: str | Mapping[str, Any] | None = None,
         max_attempts: int | None = None,
         max_free_retries: int | None = None,
+        am_attempts: int | None = None,
         yarn_conn_id: str = YarnHook.default_conn_name,
         wait_for_completion: bool = True,
         deferrable: bool = airflow_conf.getboolean("operators", "default_deferrable", fallback=False),
@@ -153,6 +154,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.conf = conf
         self.max_attempts = max_attempts
         self.max_free_retries = max_free_retries
+        self.am_attempts = am_attempts
         self.yarn_conn_id = yarn_conn_id
         self.wait_for_completion = wait_for_completion
         self.deferrable = deferrable
@@ -185,7 +187,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             "input": self.input_path, "output": self.output_path, "tensorboard": self.tensorboard or None,
             "queue": self.yarn_queue or self.hook.settings.queue, "name": self.application_name or self.task_id,
             "node_label": self.node_label, "docker_image": self.docker_image, "max_attempts": self.max_attempts,
-            "max_free_retries": self.max_free_retries,
+            "max_free_retries": self.max_free_retries, "am_attempts": self.am_attempts,
         }
         for key, value in explicit.items():
             if value is None or value == "":
