@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import random
 import re
 import threading
 import time
@@ -48,6 +49,7 @@ from tony_airflow.yarn.hdfs import (
 log = logging.getLogger("tony.executor.staging")
 SYNC_INTERVAL_S = 5.0
 QUIET_S = 1.0          # a file left unchanged this long is taken to be whole
+QUIET_MARGIN_S = 0.25  # a round for a file that waited for its quiet time comes this long after it
 FINAL_TRIES = 3        # the final push, with FINAL_BACKOFF_S * try between tries
 FINAL_BACKOFF_S = 2.0
 JOIN_S = 120.0         # how long the final push waits for a round under way (each request has a deadline)
@@ -89,6 +91,7 @@ class Mirror:
         self._stop = threading.Event()
         self._halted = threading.Event()
         self._thread: threading.Thread | None = None
+        self.waiting = False  # the last push left a file only because it had changed within QUIET_S
 
     # ------------------------------------------------------------------ reading
     def pull(self, while_written: bool = True, events: bool = True) -> int:
@@ -177,6 +180,7 @@ class Mirror:
         after would name a checkpoint saved during the push, whose files the walk did not see."""
         self._check_claim()
         cutoff = time.time() - QUIET_S if cutoff is None else cutoff
+        self.waiting = False
         indexes = _read_indexes(self.local)
         named = {n for rel, (data, _) in indexes.items() for n in _named_paths(rel, data, self.local)}
         first: list[tuple[Path, str]] = []
@@ -217,6 +221,8 @@ class Mirror:
                 count += self._grow(path, rel, remote_sizes.get(f"{self.remote}/{rel}"))
             elif stat.st_mtime <= cutoff:
                 count += self._publish(path, rel, _key(stat))
+            else:
+                self.waiting = True
         return count
 
     def _publish(self, path: Path, rel: str, key: Key) -> int:
@@ -310,7 +316,7 @@ class Mirror:
                 self.push()
 
         def loop() -> None:
-            while not self._stop.wait(interval):
+            while not self._stop.wait(next_round_in(self.waiting, interval)):
                 try:
                     with self._lock:
                         if self._stop.is_set():
@@ -359,6 +365,14 @@ class Mirror:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=JOIN_S)
+
+
+def next_round_in(waiting: bool, interval: float) -> float:
+    """Seconds to the next round: soon after a file's quiet time when one waited for it, else the interval
+    less up to a fifth at random, so that rounds never lock in phase with a program's saves."""
+    if waiting:
+        return QUIET_S + QUIET_MARGIN_S
+    return interval * random.uniform(0.8, 1.0)
 
 
 def _key(stat: os.stat_result) -> Key:

@@ -456,3 +456,19 @@ def test_a_checkpoint_reaches_hdfs_before_a_large_file_and_before_the_next_save_
     seen = fs.visible()
     assert seen.get("backup/chief/checkpoint") == b'model_checkpoint_path: "ckpt-1"\n', sorted(seen)
     assert {"backup/chief/ckpt-1.index", "backup/chief/ckpt-1.data-00000-of-00001"} <= set(seen)
+
+
+def test_a_file_waiting_for_its_quiet_time_gets_a_round_soon_not_a_whole_interval_later(tmp_path):
+    """Seen on the 3-host cluster: a training saving every 2.6 s and rounds every 5.2 s (5 s + the push)
+    locked in phase, every round began within the second after a save, and the checkpoint never left."""
+    out = tmp_path / "chief"
+    _write(out / "ckpt-1.index", b"i1", age=0.3)
+    mirror = _mirror(out, MemoryHDFS())
+    mirror.push()
+    assert mirror.waiting  # a file was left only for its quiet time
+    assert staging.next_round_in(mirror.waiting, 5.0) == staging.QUIET_S + staging.QUIET_MARGIN_S
+    _old(out / "ckpt-1.index")
+    mirror.push()
+    assert not mirror.waiting
+    delays = {staging.next_round_in(False, 5.0) for _ in range(50)}
+    assert all(4.0 <= d <= 5.0 for d in delays) and len(delays) > 1  # jittered: no lock with a training's period
