@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -382,6 +383,93 @@ def test_a_cut_link_is_left_behind_by_the_second_attempt(multihost_cluster, mult
     assert all(network.link_is_up(h) for h in network.hosts)
 
 
+# ------------------------------------------------------------------------------------- losing the AM
+def _watch_with_a_deferred_sensor(app_id: str, cluster: LocalCluster, result: dict) -> None:
+    """An Airflow sensor, deferrable, watching the application: its trigger runs until its one event."""
+    import asyncio
+
+    from airflow.exceptions import TaskDeferred
+
+    from tony_airflow.cli.dag_test import local_yarn_connection
+    from tony_airflow.providers.yarn.sensors.yarn import YarnApplicationSensor
+
+    os.environ["AIRFLOW_CONN_YARN_DEFAULT"] = local_yarn_connection(cluster)
+    sensor = YarnApplicationSensor(task_id="watch", application_id=app_id, deferrable=True, poke_interval=1)
+    try:
+        sensor.execute({})
+        result["error"] = "the sensor did not defer"
+        return
+    except TaskDeferred as deferred:
+        trigger = deferred.trigger
+
+    async def first_event() -> dict:
+        async for event in trigger.run():
+            return event.payload
+        return {}
+
+    try:
+        result["event"] = asyncio.run(first_event())
+        result["value"] = sensor.execute_complete({}, result["event"])
+    except Exception as exc:  # the test reads it
+        result["error"] = repr(exc)
+
+
+def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(multihost_cluster, multihost_rm):
+    """The AM's host SIGKILLed (NodeManager, DataNode, every process) mid-training: YARN starts a second
+    AM attempt, which reads the job's history and resumes from the checkpoint; with --max-attempts 1."""
+    cluster, rm = multihost_cluster, multihost_rm
+    out, name = "/tmp/e2e/multihost-am-lost", "multihost-am-lost"
+    if webhdfs().exists(out):
+        webhdfs().rm(out, recursive=True)
+    submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", name, "--max-attempts", "1", TRAIN)
+    app_id = _app_id(submit)
+    _, am_host = _hosts_of(cluster, app_id, submit)
+    watched: dict = {}
+    watcher = threading.Thread(target=_watch_with_a_deferred_sensor, args=(app_id, cluster, watched), daemon=True)
+    watcher.start()
+    _wait_for_checkpoint(out, submit)
+    others = [h for h in cluster.network.hosts if h != am_host]
+    old_seen: list[tuple[float, str]] = []  # AM attempt 1's containers still alive on the other hosts, and when
+    sampling = threading.Event()
+
+    def sample() -> None:
+        first_attempt = f"{app_id.split('_', 1)[1]}_01_"
+        while not sampling.is_set():
+            for host in others:
+                old_seen.extend((time.time(), c) for c in _containers_on(cluster, host).values() if first_attempt in c)
+            time.sleep(0.5)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _kill_host(cluster, am_host, datanode=True)
+    lost_at = time.time()
+    try:
+        stdout, stderr = _finish(submit)
+    finally:
+        sampling.set()
+        cluster.up(log=lambda *_: None)
+    assert submit.returncode == 0, stderr[-2000:]
+    diagnostics = rm.application(app_id).diagnostics
+    assert "SUCCEEDED on attempt 2/2" in diagnostics and "(not counted: AM lost)" in diagnostics, diagnostics
+    metrics = _metrics(out)
+    assert metrics["attempt"] == 2 and metrics["resumed"] is True and metrics["epochs_run"][0] > 0, metrics
+    events = _events(app_id)
+    ams = [(e["am_attempt"], e["host"]) for e in events if e["event"] == "AM_STARTED"]
+    assert [a for a, _ in ams] == [1, 2] and ams[0][1] == am_host.address and ams[1][1] != am_host.address, ams
+    assert [(e["am_attempt"], e["host"]) for e in events if e["event"] == "AM_LOST"] == [(1, am_host.address)]
+    text = subprocess.run([str(BIN / "tony"), "history", "show", app_id], capture_output=True, text=True).stdout
+    assert f"AM attempt 1 lost on host {am_host.address}" in text, text[:2000]
+    second_running = min(e["time"] for e in events if e["event"] == "TASK_STARTED" and e["attempt"] == 2)
+    assert not [c for at, c in old_seen if at > second_running], old_seen  # nothing of AM attempt 1 ran on
+    watcher.join(timeout=120)
+    assert watched.get("value") == app_id and watched["event"]["status"] == "success", watched
+    assert watched["event"]["tracking_url"].rstrip("/").endswith(f"/proxy/{app_id}"), watched
+    second_am = next(e["time"] for e in events if e["event"] == "AM_STARTED" and e["am_attempt"] == 2)
+    record("multihost: AM host lost -> AM attempt 2 started", second_am - lost_at)
+    record("multihost: AM host lost -> attempt 2 running", second_running - lost_at)
+    record("multihost: AM's host rejoined after", _rejoin(cluster, rm, am_host))
+
+
 def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(multihost_cluster, multihost_rm):
     """Last of the module: every daemon SIGKILLed (the machine's session died), a stray process left in a
     host's namespace; `tony cluster up` stops the stray, makes the hosts again and starts all three."""
@@ -398,3 +486,4 @@ def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(multihos
     assert stray.wait(timeout=30) is not None  # stopped by `up`, not left running in a namespace
     assert all(cluster.running().values()) and cluster.is_ready()
     assert network.pids(network.hosts[1]) and stray.pid not in network.pids(network.hosts[1])
+

@@ -38,7 +38,8 @@ JOB_FILE = ".tony-job.json"
 
 # skein's key-value store. A light module on purpose: the client and the executor's
 # start-up read these without importing the AM (aiohttp, jinja2: 0.2 s per process).
-AM_ADDRESS_KEY = "tony.am_address"  # where attempt 1's executors find the registry
+AM_ADDRESS_KEY = "tony.am_address"  # where an AM attempt's first executors find the registry
+INITIAL_ATTEMPT_KEY = "tony.initial_attempt"  # and which training attempt they run (put before the address)
 TENSORBOARD_URL_KEY = "tony.tensorboard_url"
 SUBMITTED_AT_ENV = "TONY_SUBMITTED_AT"  # the AM's environment: when the client built the submission
 

@@ -79,9 +79,16 @@ def test_packed_environment_is_an_archive_of_the_tasks_only(tmp_path, monkeypatc
 class FakeKV:
     """skein's key-value store, as attempt 1's executors read it."""
 
+    def __init__(self, initial_attempt: bytes | None = None):
+        self.initial_attempt = initial_attempt
+
     def wait(self, key):
         assert key == "tony.am_address"
         return b"am:4242"
+
+    def get(self, key, default=None):
+        assert key == "tony.initial_attempt"
+        return self.initial_attempt
 
 
 def test_executor_identity_from_environment_or_skein_container_id():
@@ -102,6 +109,9 @@ def test_executor_identity_from_environment_or_skein_container_id():
     assert (me.type, me.index, me.attempt, me.app_id, address) == ("worker", 1, 1, "application_1_1", "am:4242")
     assert first_attempt_env(job, {**first, "SKEIN_CONTAINER_ID": "worker-2_0"}, kv=FakeKV())["TONY_TASK_INDEX"] == "2"
     assert "chief_0" not in initial_container_ids(job)  # --client: the chief runs in the submitting process
+    # a new YARN application attempt (the AM was lost): skein starts the same containers, for the next attempt
+    again = first_attempt_env(job, first, kv=FakeKV(initial_attempt=b"3"))
+    assert task.identity(again)[0].attempt == 3
 
 
 def test_first_attempt_lookup_runs_in_a_forked_child(tmp_path, monkeypatch):

@@ -5,6 +5,9 @@ publish the cluster spec, watch exits, heartbeats and timeouts, decide the
 outcome (core/am/policy.py), stop what is left. Failed attempts are retried as a whole cluster up
 to `max_attempts`. At the end the YARN application is finished with the final
 status and the first failure's task, exit code and stderr tail.
+
+A lost AM (its host, its process) makes YARN start a new application attempt (`am_attempts`): its
+AM reads the job's history from HDFS and goes on with the next training attempt (`_take_over`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tony_airflow.core.history.store import HistoryStore, history_dir
 from tony_airflow.core.placement import initial_container_ids, service_name
 from tony_airflow.core.protocol import (
     AM_ADDRESS_KEY,
+    INITIAL_ATTEMPT_KEY,
     SUBMITTED_AT_ENV,
     TENSORBOARD_URL_KEY,
 )
@@ -49,7 +53,7 @@ VERDICT_MARGIN_S = 30.0
 
 class ApplicationMaster:
     def __init__(self, job: JobSpec, secret: str, app: Any, app_id: str, host: str,
-                 history: EventLog | None = None, user: str = ""):
+                 history: EventLog | None = None, user: str = "", am_attempt: int = 1):
         self.job = job
         self.secret = secret
         self.app = app  # skein.ApplicationClient (or a stand-in in unit tests)
@@ -61,6 +65,10 @@ class ApplicationMaster:
         self.started = time.time()
         self.address = ""
         self.free_used = 0  # failed attempts YARN caused that did not count (policy.is_free)
+        self.am_attempt = am_attempt  # YARN's application attempt of this AM (1: the job's first AM)
+        self.first_attempt = 1        # the training attempt this AM begins with
+        self.failures: list[str] = []  # "attempt N/M: reason", one per failed training attempt
+        self.exhausted = False        # the attempt a lost AM left was the last one allowed
         self._container_of: dict[str, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------- main
@@ -70,15 +78,21 @@ class ApplicationMaster:
         SIGTERM (YARN killing the application) ends the job as KILLED with its
         event log closed, if the NodeManager leaves the time for it.
         """
-        submitted = float(os.environ.get(SUBMITTED_AT_ENV) or self.started)
-        self.history.emit(ev.JOB_SUBMITTED, at=submitted, app_id=self.app_id, name=self.job.name, user=self.user,
-                          queue=self.job.queue, tags=self.job.tags, max_attempts=self.job.max_attempts,
-                          tasks={t.name: t.instances for t in self.job.tasks.values()},
-                          schema=ev.SCHEMA_VERSION)
-        self.history.emit(ev.AM_STARTED, at=self.started, host=self.host,
-                          container_id=os.environ.get("CONTAINER_ID", ""))
-        # Creating the history directory must not hold up the job: it runs beside it.
-        opened = asyncio.create_task(asyncio.to_thread(self.history.start, self.job.to_json()))
+        container = os.environ.get("CONTAINER_ID", "")
+        if self.am_attempt > 1:  # the AM before this one was lost: go on with its job
+            previous = await asyncio.to_thread(self.history.resume, self.job.to_json())
+            self._take_over(previous, container)
+            opened = asyncio.create_task(asyncio.sleep(0))
+        else:
+            submitted = float(os.environ.get(SUBMITTED_AT_ENV) or self.started)
+            self.history.emit(ev.JOB_SUBMITTED, at=submitted, app_id=self.app_id, name=self.job.name,
+                              user=self.user, queue=self.job.queue, tags=self.job.tags,
+                              max_attempts=self.job.max_attempts,
+                              tasks={t.name: t.instances for t in self.job.tasks.values()},
+                              schema=ev.SCHEMA_VERSION)
+            self.history.emit(ev.AM_STARTED, at=self.started, host=self.host, container_id=container, am_attempt=1)
+            # Creating the history directory must not hold up the job: it runs beside it.
+            opened = asyncio.create_task(asyncio.to_thread(self.history.start, self.job.to_json()))
         flusher = asyncio.create_task(self._flush_history(opened))
         # SIGTERM cancels the job's work only: once the attempts are over, closing the history and
         # reporting the outcome finish (a late SIGTERM, e.g. from a NodeManager going away, is a no-op).
@@ -115,11 +129,14 @@ class ApplicationMaster:
         log.info("registry listening on %s", self.address)
         self._publish_ui()
         self._publish_tensorboard()
-        failures: list[str] = []
+        failures = self.failures
         try:
-            attempt = 1
+            attempt = self.first_attempt
+            if self.exhausted:
+                return "FAILED", policy.diagnostics(False, attempt - 1, self.job.max_attempts + self.free_used,
+                                                    failures)
             while True:
-                outcome = await self.run_attempt(attempt)
+                outcome = await self.run_attempt(attempt, initial=attempt == self.first_attempt)
                 allowed = self.job.max_attempts + self.free_used
                 if outcome.ok:
                     return "SUCCEEDED", policy.diagnostics(True, attempt, allowed, failures)
@@ -158,8 +175,55 @@ class ApplicationMaster:
             log.warning("could not add TensorBoard to the web UI: %s", exc)
         log.info("TensorBoard served at %s, linked as pages/tensorboard/ of the tracking URL", url)
 
+    def _take_over(self, previous: list[dict[str, Any]], container: str) -> None:
+        """A new YARN application attempt: the AM before this one was lost (YARN has ended its containers).
+        Record that, end the training attempt it was running (not counted: the AM's loss is not the
+        job's fault, within max_free_retries) and go on with the next one, from the output's checkpoints."""
+        ams = [e for e in previous if e["event"] == ev.AM_STARTED]
+        last = ams[-1] if ams else {}
+        lost, lost_host = int(last.get("am_attempt") or self.am_attempt - 1), str(last.get("host") or "?")
+        self.history.emit(ev.AM_LOST, am_attempt=lost, host=lost_host, container_id=last.get("container_id", ""))
+        self.history.emit(ev.AM_STARTED, at=self.started, host=self.host, container_id=container,
+                          am_attempt=self.am_attempt)
+        if ams:
+            self.started = float(ams[0]["time"])  # the application's age counts from its first AM
+        log.warning("AM attempt %d: AM attempt %d was lost on host %s; going on with the job", self.am_attempt,
+                    lost, lost_host)
+        started = [e for e in previous if e["event"] == ev.ATTEMPT_STARTED]
+        ended = {int(e["attempt"]): e for e in previous if e["event"] == ev.ATTEMPT_ENDED}
+        for number, e in sorted(ended.items()):
+            if e.get("ok"):
+                continue
+            counted = bool(e.get("counted", True))
+            self.free_used += 0 if counted else 1
+            note = "" if counted else f" (not counted: {e.get('cause')})"
+            self.failures.append(f"attempt {number}/{self.job.max_attempts + self.free_used}: "
+                                 f"{e.get('reason', '')}{note}")
+        if not started:
+            return
+        interrupted = started[-1]
+        number = int(interrupted["attempt"])
+        self.first_attempt = number + 1
+        if number in ended:
+            return
+        finished = {e["task"] for e in previous if e["event"] == ev.TASK_FINISHED and e.get("attempt") == number}
+        for task in interrupted.get("tasks") or []:
+            if task not in finished:
+                self.history.emit(ev.TASK_FINISHED, attempt=number, task=task, status="STOPPED", exit_code=None,
+                                  reason=f"its AM was lost (AM attempt {lost} on {lost_host})")
+        outcome = Outcome(False, f"the AM was lost (AM attempt {lost}, on host {lost_host})", cause="AM lost")
+        again = policy.retry(outcome, number, self.job, self.started, time.time(), self.free_used)
+        free = policy.is_free(outcome, self.job, self.free_used)
+        self.free_used += 1 if free else 0
+        self.history.emit(ev.ATTEMPT_ENDED, attempt=number, ok=False, reason=outcome.reason, first_failure="",
+                          first_failure_exit=None, cause=outcome.cause, counted=not free)
+        note = f" (not counted: {outcome.cause})" if free else ""
+        self.failures.append(f"attempt {number}/{self.job.max_attempts + self.free_used}: {outcome.reason}{note}")
+        self.exhausted = not again
+        self.registry.allowed_attempts = self.job.max_attempts + self.free_used
+
     # --------------------------------------------------------------- attempts
-    async def run_attempt(self, attempt: int) -> Outcome:
+    async def run_attempt(self, attempt: int, initial: bool | None = None) -> Outcome:
         reg = self.registry
         reg.new_attempt(attempt)
         self._container_of = {}
@@ -168,14 +232,16 @@ class ApplicationMaster:
         for (type_, index) in reg.tasks:
             if type_ in self.job.local_types():  # runs in the submitting process, registers like the rest
                 reg.container_allocated((type_, index), "")
-        if attempt == 1:
-            # skein's AM asked YARN for these when it started; their executors wait for this address.
+        first = attempt == 1 if initial is None else initial  # the containers skein's AM started itself
+        if first:
+            # skein's AM asked YARN for these when it started; their executors wait for this address
+            # and then read which attempt they run (so the attempt goes first).
             for cid, key in initial_container_ids(self.job).items():
                 reg.tasks[key].container_id = cid
                 self._container_of[cid] = key
+            self._publish(INITIAL_ATTEMPT_KEY, str(attempt))
             self._publish(AM_ADDRESS_KEY, self.address)
-            log.info("attempt 1/%d: %d containers were requested at start", self.job.max_attempts,
-                     len(self._container_of))
+            log.info("attempt %d: %d containers were requested at start", attempt, len(self._container_of))
         else:
             await self._request_containers(attempt)
 
@@ -358,6 +424,15 @@ class ApplicationMaster:
         return render_job(job, links, live=job.running)
 
 
+def am_attempt_of(container_id: str) -> int:
+    """YARN's application attempt from the AM's container id: `container_[e<epoch>_]<ts>_<app>_<attempt>_<n>`."""
+    parts = container_id.split("_")
+    try:
+        return max(1, int(parts[-2]))
+    except (IndexError, ValueError):
+        return 1
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     job = JobSpec.from_json(Path(protocol.JOB_FILE).read_text())
@@ -370,7 +445,8 @@ def main() -> None:
     except Exception as exc:  # history is a record, never a reason to fail the job
         log.warning("job history disabled: %s", exc)
         store = None
-    master = ApplicationMaster(job, secret, app, app_id, host, EventLog(app_id, store), os.environ.get("USER", ""))
+    master = ApplicationMaster(job, secret, app, app_id, host, EventLog(app_id, store), os.environ.get("USER", ""),
+                               am_attempt=am_attempt_of(os.environ.get("CONTAINER_ID", "")))
     try:
         status, diagnostics = asyncio.run(master.run())
     except BaseException as exc:  # the AM itself broke: say so in the YARN diagnostics

@@ -1,6 +1,8 @@
 """How one of attempt 1's executors learns its task and the registry's address.
 
-skein started attempt 1's containers before our AM listened (core/placement.py):
+skein started attempt 1's containers before our AM listened (core/placement.py),
+and starts them again in every new YARN application attempt (a lost AM), where
+they run the training attempt the new AM goes on with (INITIAL_ATTEMPT_KEY):
 the task follows from the skein container id, and the registry's address is
 waited for in skein's key-value store, where the AM puts it. That needs skein's
 gRPC client, and gRPC does not survive a fork (the user command's process would
@@ -17,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tony_airflow.core.protocol import AM_ADDRESS_KEY, ENV_TASK_TYPE, JOB_FILE, launch_env
+from tony_airflow.core.protocol import AM_ADDRESS_KEY, ENV_TASK_TYPE, INITIAL_ATTEMPT_KEY, JOB_FILE, launch_env
 
 if TYPE_CHECKING:
     from tony_airflow.core.spec import JobSpec
@@ -36,7 +38,8 @@ def first_attempt_env(job: JobSpec, env: Mapping[str, str], kv: Any = None) -> d
 
         kv = skein.ApplicationClient.from_current().kv
     address = kv.wait(AM_ADDRESS_KEY).decode()
-    return launch_env(type_, index, 1, address, env.get("SKEIN_APPLICATION_ID", ""))
+    attempt = int(kv.get(INITIAL_ATTEMPT_KEY) or b"1")  # the AM puts it before the address
+    return launch_env(type_, index, attempt, address, env.get("SKEIN_APPLICATION_ID", ""))
 
 
 class Lookup:

@@ -32,6 +32,7 @@ TASK_REGISTERED = "TASK_REGISTERED"
 TASK_STARTED = "TASK_STARTED"
 TASK_FINISHED = "TASK_FINISHED"
 HOST_LOST = "HOST_LOST"  # a host of the attempt's tasks went away (YARN's verdict or an unanswering NodeManager)
+AM_LOST = "AM_LOST"  # a new YARN application attempt found the AM before it gone (its host, its process)
 PREEMPTED = "PREEMPTED"  # YARN preempted a task's container (the attempt does not count, within its bound)
 ATTEMPT_ENDED = "ATTEMPT_ENDED"
 JOB_FINISHED = "JOB_FINISHED"
@@ -63,6 +64,27 @@ class EventLog:
             log.info("event log: %s", self.store.path(self.app_id, "events.jsonl.inprogress"))
         except Exception as exc:
             log.warning("job history disabled: cannot write to %s: %s", self.store.root, exc)
+
+    def resume(self, spec_json: str) -> list[dict[str, Any]]:
+        """A new AM attempt: go on with the log the lost AM wrote (blocking; call from a thread).
+        Returns its events, which are kept as this log's first; [] when there was none to go on with."""
+        if self.store is None:
+            return []
+        try:
+            previous = self.store.resume_job(self.app_id)
+        except Exception as exc:
+            log.warning("job history: cannot read the lost AM's log: %s", exc)
+            previous = None
+        if previous is None:
+            self.start(spec_json)
+            return []
+        with self._lock:
+            self.events[:0] = previous
+            self._written = len(previous)
+            self._started = True
+        log.info("event log: going on with %s (%d events)", self.store.path(self.app_id, "events.jsonl.inprogress"),
+                 len(previous))
+        return previous
 
     def flush(self) -> None:
         """Append what is not written yet (blocking; call from a thread)."""

@@ -95,6 +95,8 @@ class JobHistory:
     incomplete_reason: str = ""
     stopped_by: str = ""              # the AM closed the log because it was signalled: YARN has the last word
     usage: dict[str, Any] | None = None  # core/job_usage.py, once YARN's sums are known (the job ended)
+    am_attempts: int = 0              # YARN application attempts whose AM started
+    am_lost: list[str] = field(default_factory=list)  # "AM attempt 1 lost on host 198.18.0.3", one per AM_LOST
 
     @classmethod
     def from_events(cls, app_id: str, events: Iterable[dict[str, Any]], spec: dict[str, Any] | None = None,
@@ -114,7 +116,10 @@ class JobHistory:
             self.name, self.user, self.queue = e.get("name", ""), e.get("user", ""), e.get("queue", "")
             self.tags, self.max_attempts = list(e.get("tags") or []), int(e.get("max_attempts") or 1)
         elif kind == ev.AM_STARTED:
-            self.started_at = at
+            self.started_at = self.started_at or at
+            self.am_attempts += 1
+        elif kind == ev.AM_LOST:
+            self.am_lost.append(f"AM attempt {e.get('am_attempt', '?')} lost on host {e.get('host') or '?'}")
         elif kind == ev.ATTEMPT_STARTED:
             attempt = Attempt(int(e["attempt"]), at)
             attempt.tasks = {t: TaskRun(t, attempt.number) for t in e.get("tasks", [])}

@@ -110,6 +110,23 @@ class HistoryStore:
         with self.fs.open(path, "ab") as out:
             out.write(data)
 
+    def resume_job(self, app_id: str) -> list[dict[str, Any]] | None:
+        """A new AM attempt goes on with the job's log: the events so far (None: there is no log).
+        A log the lost AM had closed is opened again; a line it was cut off writing is ended, so
+        that the next line does not join it (readers skip it)."""
+        for name in (IN_PROGRESS, EVENTS):
+            path = self.path(app_id, name)
+            try:
+                data = self.fs.cat_file(path)
+            except FileNotFoundError:
+                continue
+            if name == EVENTS:
+                self.fs.mv(path, self.path(app_id, IN_PROGRESS))
+            if data and not data.endswith(b"\n"):
+                self.append(app_id, [""])
+            return list(parse_lines(data.decode("utf-8", "replace")))
+        return None
+
     def finish_job(self, app_id: str) -> None:
         self.fs.mv(self.path(app_id, IN_PROGRESS), self.path(app_id, EVENTS))
 

@@ -30,6 +30,7 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
         out.append(f"note: {job.incomplete_reason}")
     if job.diagnostics:
         out.append(f"diagnostics: {job.diagnostics}")
+    out += job.am_lost
     if job.usage:
         out.append(usage_line(job.usage))
     for attempt in job.attempts:

@@ -1,0 +1,85 @@
+"""A new YARN application attempt goes on with the job a lost AM left (issue #29 item 2)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.unit.core.support import SECRET, make_job
+from tony_airflow.core.am.master import ApplicationMaster, am_attempt_of
+from tony_airflow.core.history import events as ev
+from tony_airflow.core.history.events import EventLog
+from tony_airflow.core.history.model import JobHistory
+from tony_airflow.core.history.store import IN_PROGRESS, HistoryStore
+from tony_airflow.core.history.text import job_report
+
+APP = "application_1700000000000_0003"
+
+
+def test_the_am_attempt_is_read_from_the_am_containers_id():
+    assert am_attempt_of("container_1700000000000_0003_02_000001") == 2
+    assert am_attempt_of("container_e17_1700000000000_0003_03_000001") == 3
+    assert am_attempt_of("") == 1 and am_attempt_of("nonsense") == 1
+
+
+def _lost_am_log(store: HistoryStore, torn: bool = False) -> None:
+    """What AM attempt 1 wrote before its host died in training attempt 2 (attempt 1 failed, counted)."""
+    events = [
+        {"time": 1.0, "event": ev.JOB_SUBMITTED, "app_id": APP, "name": "j", "max_attempts": 2},
+        {"time": 2.0, "event": ev.AM_STARTED, "host": "198.18.0.3", "container_id": "c1", "am_attempt": 1},
+        {"time": 3.0, "event": ev.ATTEMPT_STARTED, "attempt": 1, "tasks": ["worker:0", "worker:1"]},
+        {"time": 9.0, "event": ev.ATTEMPT_ENDED, "attempt": 1, "ok": False, "reason": "worker:1 exited with code 1",
+         "cause": "", "counted": True},
+        {"time": 10.0, "event": ev.ATTEMPT_STARTED, "attempt": 2, "tasks": ["worker:0", "worker:1"]},
+        {"time": 11.0, "event": ev.TASK_FINISHED, "attempt": 2, "task": "worker:1", "status": "SUCCEEDED",
+         "exit_code": 0},
+    ]
+    store.start_job(APP, "{}")
+    store.append(APP, [json.dumps(e) for e in events])
+    if torn:
+        with open(store.path(APP, IN_PROGRESS), "a") as out:
+            out.write('{"time": 12.0, "event": "TASK_STA')
+
+
+def _new_am(tmp_path, **job_fields) -> tuple[ApplicationMaster, HistoryStore]:
+    store = HistoryStore.open(f"file://{tmp_path / 'history'}")
+    job = make_job("worker:2", **job_fields)
+    return ApplicationMaster(job, SECRET, None, APP, "198.18.0.4", EventLog(APP, store), am_attempt=2), store
+
+
+def test_a_new_am_goes_on_with_the_next_attempt_and_the_lost_one_does_not_count(tmp_path):
+    am, store = _new_am(tmp_path, max_attempts=2)
+    _lost_am_log(store, torn=True)
+    previous = am.history.resume(am.job.to_json())
+    am._take_over(previous, "container_1700000000000_0003_02_000001")
+    assert am.first_attempt == 3 and am.free_used == 1 and not am.exhausted
+    assert am.failures == ["attempt 1/2: worker:1 exited with code 1",
+                           "attempt 2/3: the AM was lost (AM attempt 1, on host 198.18.0.3) (not counted: AM lost)"]
+    assert am.started == 2.0  # the application's age counts from the first AM
+    am.history.flush()
+    text = (tmp_path / "history" / APP / IN_PROGRESS).read_text()
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{") and line.endswith("}")]
+    assert len(lines) == 6 + 4  # the torn line stays alone, skipped; the new AM's events follow it
+    job = JobHistory.from_events(APP, lines, complete=False)
+    assert job.am_attempts == 2 and job.am_lost == ["AM attempt 1 lost on host 198.18.0.3"]
+    second = job.attempts[1]
+    assert (second.ok, second.cause, second.counted) == (False, "AM lost", False)
+    assert second.tasks["worker:0"].status == "STOPPED" and second.tasks["worker:1"].status == "SUCCEEDED"
+    assert "AM attempt 1 lost on host 198.18.0.3" in job_report(job)
+
+
+def test_a_lost_am_with_no_attempts_left_ends_the_job_failed(tmp_path):
+    am, store = _new_am(tmp_path, max_attempts=2, max_free_retries=0)
+    _lost_am_log(store)
+    am._take_over(am.history.resume(am.job.to_json()), "c2")
+    assert am.exhausted and am.first_attempt == 3
+    assert am.failures[-1] == "attempt 2/2: the AM was lost (AM attempt 1, on host 198.18.0.3)"
+
+
+def test_a_closed_log_is_opened_again_and_no_log_starts_a_new_one(tmp_path):
+    am, store = _new_am(tmp_path)
+    _lost_am_log(store)
+    store.finish_job(APP)  # the lost AM had closed its log (it died before telling YARN how the job ended)
+    assert len(am.history.resume("{}")) == 6
+    assert (tmp_path / "history" / APP / IN_PROGRESS).exists()
+    other, _ = _new_am(tmp_path / "elsewhere")
+    assert other.history.resume("{}") == [] and (tmp_path / "elsewhere" / "history" / APP / IN_PROGRESS).exists()
