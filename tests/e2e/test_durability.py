@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
+
 from tests.e2e.helpers import PAYLOADS, record, ytf_submit
 from tony_airflow.yarn.hdfs import is_part, webhdfs
 
@@ -39,3 +41,18 @@ def test_a_model_rewritten_in_place_is_restored_whole_after_a_failed_attempt(loc
 def _events(app_id: str) -> list[dict]:
     text = webhdfs().cat(f"/tmp/tony-history/{app_id}/events.jsonl").decode()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--am-attempts", "0"], "error: am_attempts: 0 is too small; allowed: a whole number >= 1"),
+    (["--am-attempts", "3"], "error: am_attempts: 3 is above this ResourceManager's "
+                             "yarn.resourcemanager.am.max-attempts (2); allowed: 1 to 2"),
+    (["--am-attempts-validity", "-5"], "error: am_attempts_validity: '-5' must be >= 0 seconds"),
+    (["--max-free-retries", "-1"], "error: max_free_retries: -1 is too small; allowed: a whole number from 0 to 100"),
+])
+def test_bad_attempt_settings_are_refused_in_one_line_and_nothing_is_submitted(local_cluster, rm, args, line):
+    before = len(rm.applications())
+    proc, app_id = ytf_submit("-r", "worker:1", *args, "echo never")
+    assert proc.returncode == 2 and app_id is None
+    assert proc.stderr.strip().splitlines() == [line]
+    assert len(rm.applications()) == before

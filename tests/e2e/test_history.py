@@ -131,7 +131,7 @@ def _am_process(app_id: str) -> int:
 
 
 def test_a_killed_am_leaves_a_readable_partial_log(local_cluster, rm, store):
-    proc = subprocess.run([str(BIN / "tony"), "submit", "--no-wait", "-r", "worker:1", "-m", "512",
+    proc = subprocess.run([str(BIN / "tony"), "submit", "--no-wait", "-r", "worker:1", "-m", "512", "--am-attempts", "1",
                            "-n", "am-killed", "--history-dir", HISTORY, f"python3 {PAYLOADS / 'sleep.py'}"],
                           capture_output=True, text=True, timeout=120)
     app_id = re.search(r"application_\d+_\d+", proc.stdout).group(0)

@@ -86,7 +86,10 @@ def build_application(job: JobSpec, staging: Path, secret: str,
         )
     return skein.ApplicationSpec(
         name=job.name, queue=job.queue, tags=set(job.tags) | {APP_TAG},
-        services=services, master=master, max_attempts=job.am_attempts,
+        # 1, whatever --am-attempts says: skein's AM does not unregister a FAILED application while its
+        # spec allows another attempt ("will retry"), so a job that failed would be run again by a second
+        # AM. YARN's own attempts (the submission's max-app-attempts) are what a lost AM needs.
+        services=services, master=master, max_attempts=1,
     )
 
 
@@ -392,21 +395,23 @@ class TonyClient:
         with tempfile.TemporaryDirectory(prefix="tony-submit-") as staging:
             app_id = self.submit_spec(build_application(job, Path(staging), secret,
                                                         self.environment["HADOOP_CONF_DIR"]),
+                                      am_attempts=job.am_attempts,
                                       attempt_validity_ms=int(job.am_attempts_validity_s * 1000))
         handle = JobHandle(app_id, self.rm, self.rm_patience_s)
         handle._secret, handle._job = secret, job
         return handle
 
-    def submit_spec(self, spec: skein.ApplicationSpec, attempt_validity_ms: int = 0) -> str:
+    def submit_spec(self, spec: skein.ApplicationSpec, am_attempts: int = 1, attempt_validity_ms: int = 0) -> str:
         """Submit a skein application (a job's, or a bare one for the benchmarks); its application id.
-        `attempt_validity_ms`: how long an AM failure counts against spec.max_attempts (0: always)."""
+        `am_attempts`: YARN application attempts (a lost AM's successors); `attempt_validity_ms`: how long
+        an AM failure counts against them (0: always)."""
         tokens = self.application_tokens()
         hdfs_token = next((t.url_string() for t in tokens if t.kind == HDFS_DELEGATION_KIND), None)
         try:
             fs = webhdfs(self.conf, user=self.rm.user, login=self.login, token=hdfs_token)
             return submission.submit(spec, self.rm, fs, self.conf, tokens=tokens,
                                      lang=self.environment.get("LANG") or os.environ.get("LANG"),
-                                     attempt_validity_ms=attempt_validity_ms).app_id
+                                     am_attempts=am_attempts, attempt_validity_ms=attempt_validity_ms).app_id
         except ResourceManagerError as exc:
             what = "the ResourceManager did not answer the submission" if exc.transient else "YARN refused the submission"
             raise ClusterError(f"{what}: {_one_line(exc)}") from None

@@ -216,7 +216,8 @@ def _resource(file: skein.File) -> dict[str, Any]:
 
 
 def submission_body(spec: skein.ApplicationSpec, app_id: str, files: dict[str, skein.File], env: dict[str, str],
-                    command: str, tokens: list[HadoopToken], attempt_validity_ms: int = 0) -> dict[str, Any]:
+                    command: str, tokens: list[HadoopToken], am_attempts: int = 1,
+                    attempt_validity_ms: int = 0) -> dict[str, Any]:
     """The RM's `application-submission-context` (ResourceManagerRest: Cluster Applications API (Submit))."""
     container: dict[str, Any] = {
         "local-resources": _entries({k: _resource(f) for k, f in files.items()}),
@@ -227,7 +228,7 @@ def submission_body(spec: skein.ApplicationSpec, app_id: str, files: dict[str, s
         container["credentials"] = {"tokens": _entries({t.alias: t.url_string() for t in tokens}), "secrets": {}}
     body: dict[str, Any] = {
         "application-id": app_id, "application-name": spec.name, "queue": spec.queue, "priority": 0,
-        "am-container-spec": container, "unmanaged-AM": False, "max-app-attempts": spec.max_attempts,
+        "am-container-spec": container, "unmanaged-AM": False, "max-app-attempts": am_attempts,
         "resource": {"memory": spec.master.resources.memory, "vCores": spec.master.resources.vcores},
         "application-type": "skein", "keep-containers-across-application-attempts": False,
         "application-tags": {"tag": sorted(spec.tags)},
@@ -240,7 +241,7 @@ def submission_body(spec: skein.ApplicationSpec, app_id: str, files: dict[str, s
 
 
 def submit(spec: skein.ApplicationSpec, rm: ResourceManagerClient, fs: WebHDFS, conf: HadoopConf,
-           tokens: list[HadoopToken] | None = None, lang: str | None = None,
+           tokens: list[HadoopToken] | None = None, lang: str | None = None, am_attempts: int = 1,
            attempt_validity_ms: int = 0) -> Submitted:
     """Submit `spec` (changed in place into its staged form); the staging directory goes if YARN refuses."""
     app_id = rm.new_application()
@@ -254,7 +255,7 @@ def submit(spec: skein.ApplicationSpec, rm: ResourceManagerClient, fs: WebHDFS, 
         files, env, command = launch_context(spec, stager, UserCache(fs, home, stager), conf, app_id,
                                              rm.user, lang)
         stager.flush()
-        body = submission_body(spec, app_id, files, env, command, tokens or [], attempt_validity_ms)
+        body = submission_body(spec, app_id, files, env, command, tokens or [], am_attempts, attempt_validity_ms)
     except BaseException:
         _forget_staging(fs, app_dir)
         raise

@@ -131,3 +131,12 @@ def test_first_attempt_lookup_runs_in_a_forked_child(tmp_path, monkeypatch):
                     "TONY_AM_ADDRESS": "am:4242", "TONY_APPLICATION_ID": "application_1_7"}
     with pytest.raises(RuntimeError, match="could not learn this container's task: KeyError: 'evaluator_0'"):
         start_lookup({**env, "SKEIN_CONTAINER_ID": "evaluator_0"}, str(tmp_path / "job.json")).result()
+
+
+def test_skeins_spec_keeps_one_attempt_whatever_the_jobs_am_attempts(tmp_path):
+    """Seen on the 3-host cluster: with two attempts in its spec, skein's AM answered a FAILED job with
+    'Application attempt 1 out of 2 failed, will retry', and a second AM ran the failed job again."""
+    from tony_airflow.core.client import build_application
+
+    job = build_job_spec({"cluster_requirement": "worker:1", "command": "x", "am_attempts": 2})
+    assert build_application(job, tmp_path, "s3cret", "/conf").max_attempts == 1

@@ -262,3 +262,15 @@ def test_a_submission_the_rm_never_got_is_cleaned_up_and_reported(tmp_path):
     with pytest.raises(ResourceManagerError, match="timed out"):
         submission.submit(_spec(tmp_path), rm, fs, _conf())
     assert ("DELETE", f"{HOME}/.skein/application_1_0001") in fs.ops
+
+
+def test_the_application_has_the_jobs_am_attempts_and_their_validity_interval(tmp_path):
+    """Issue #29 item 2: one YARN attempt lost the whole job with its AM's host."""
+    spec = _spec(tmp_path)
+    fs, rm = FakeWebHDFS(), FakeRM()
+    submission.submit(spec, rm, fs, _conf(), am_attempts=2, attempt_validity_ms=3_600_000)
+    body = rm.bodies[-1]
+    assert body["max-app-attempts"] == 2 and body["attempt-failures-validity-interval"] == 3_600_000
+    # skein's own spec stays at one attempt: its AM would not unregister a FAILED job while it allowed more
+    assert spec.max_attempts == 1
+    assert body["keep-containers-across-application-attempts"] is False  # YARN ends the lost AM's containers
