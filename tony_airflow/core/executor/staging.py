@@ -219,6 +219,8 @@ class Mirror:
                 if remote_sizes is None:
                     remote_sizes = self.files.list(self.remote)
                 count += self._grow(path, rel, remote_sizes.get(f"{self.remote}/{rel}"))
+            elif EVENTS in name:  # it only grows: any prefix is valid, so it never waits for a quiet moment
+                count += self._publish_prefix(path, rel)
             elif stat.st_mtime <= cutoff:
                 count += self._publish(path, rel, _key(stat))
             else:
@@ -249,13 +251,35 @@ class Mirror:
         self._own.add(rel)
         return 1
 
+    def _publish_prefix(self, path: Path, rel: str) -> int:
+        """An event file's first copy: the bytes it has now, whatever the program appends meanwhile."""
+        remote = f"{self.remote}/{rel}"
+        part = part_name(remote, self.writer)
+        self.files.mkdirs(os.path.dirname(remote))
+        try:
+            with path.open("rb") as fh:
+                key = _key(os.fstat(fh.fileno()))
+                self.files.create(part, fh.read(key[0]))
+            if self._halted.is_set():
+                raise WriterFenced("stopped")
+            self.files.rename_over(part, remote)
+        except FileNotFoundError:
+            _forget(self.files, part)
+            return 0
+        except BaseException:
+            _forget(self.files, part)
+            raise
+        self._held[rel] = key
+        self._own.add(rel)
+        return 1
+
     def _grow(self, path: Path, rel: str, remote: RemoteFile | None) -> int:
         """An event file HDFS already has: append what it lacks (a cut append leaves a prefix)."""
         with path.open("rb") as fh:
             key = _key(os.fstat(fh.fileno()))
             have = remote.size if remote is not None else -1
-            if not 0 <= have <= key[0]:  # gone from HDFS, or rewritten shorter: publish it whole
-                return self._publish(path, rel, key)
+            if not 0 <= have <= key[0]:  # gone from HDFS, or rewritten shorter: publish it again
+                return self._publish_prefix(path, rel)
             fh.seek(have)
             tail = fh.read(key[0] - have)
         if tail and not self._halted.is_set():

@@ -472,3 +472,24 @@ def test_a_file_waiting_for_its_quiet_time_gets_a_round_soon_not_a_whole_interva
     assert not mirror.waiting
     delays = {staging.next_round_in(False, 5.0) for _ in range(50)}
     assert all(4.0 <= d <= 5.0 for d in delays) and len(delays) > 1  # jittered: no lock with a training's period
+
+
+def test_an_event_file_written_every_moment_is_published_at_once_as_a_prefix(tmp_path):
+    """Found by the TensorBoard e2e test: a training appending to its event file every 1.4 s never left it
+    quiet for a second, so it never reached HDFS while it ran. Any prefix of an event file is valid."""
+    out = tmp_path / "chief"
+    events = out / "tb" / "events.out.tfevents.1.h.1.v2"
+    _write(events, b"record-1;", age=0)
+
+    class GrowingHDFS(MemoryHDFS):
+        def create(self, path, data):
+            super().create(path, data)
+            with events.open("ab") as fh:  # the program appends while the first copy is uploaded
+                fh.write(b"record-2;")
+
+    fs = GrowingHDFS()
+    mirror = _mirror(out, fs)
+    assert mirror.push() == 1
+    assert fs.visible()["tb/events.out.tfevents.1.h.1.v2"] == b"record-1;"
+    mirror.push()
+    assert fs.visible()["tb/events.out.tfevents.1.h.1.v2"] == b"record-1;record-2;"
