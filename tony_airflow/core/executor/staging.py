@@ -220,24 +220,27 @@ class Mirror:
                     remote_sizes = self.files.list(self.remote)
                 count += self._grow(path, rel, remote_sizes.get(f"{self.remote}/{rel}"))
             elif EVENTS in name:  # it only grows: any prefix is valid, so it never waits for a quiet moment
-                count += self._publish_prefix(path, rel)
+                count += self._publish(path, rel)
             elif stat.st_mtime <= cutoff:
                 count += self._publish(path, rel, _key(stat))
             else:
                 self.waiting = True
         return count
 
-    def _publish(self, path: Path, rel: str, key: Key) -> int:
-        """Upload under a temporary name, then rename into place, if the file did not change meanwhile."""
+    def _publish(self, path: Path, rel: str, key: Key | None = None) -> int:
+        """Upload under a temporary name, then rename into place. With `key`: only that version, and only if
+        it did not change while it was uploaded (a file rewritten in place). Without: the bytes the file has
+        now, whatever the program appends meanwhile (an event file: any prefix of it is valid)."""
         remote = f"{self.remote}/{rel}"
         part = part_name(remote, self.writer)
         self.files.mkdirs(os.path.dirname(remote))
         try:
             with path.open("rb") as fh:
-                if _key(os.fstat(fh.fileno())) != key:
+                now = _key(os.fstat(fh.fileno()))
+                if key is not None and now != key:
                     return 0
-                self.files.create(part, fh)
-            if _key(path.stat()) != key or self._halted.is_set():
+                self.files.create(part, fh if key is not None else fh.read(now[0]))
+            if self._halted.is_set() or key is not None and _key(path.stat()) != key:
                 self.files.delete(part)  # rewritten while it was uploaded: a later round takes it
                 return 0
             self.files.rename_over(part, remote)
@@ -247,29 +250,7 @@ class Mirror:
         except BaseException:
             _forget(self.files, part)
             raise
-        self._held[rel] = key
-        self._own.add(rel)
-        return 1
-
-    def _publish_prefix(self, path: Path, rel: str) -> int:
-        """An event file's first copy: the bytes it has now, whatever the program appends meanwhile."""
-        remote = f"{self.remote}/{rel}"
-        part = part_name(remote, self.writer)
-        self.files.mkdirs(os.path.dirname(remote))
-        try:
-            with path.open("rb") as fh:
-                key = _key(os.fstat(fh.fileno()))
-                self.files.create(part, fh.read(key[0]))
-            if self._halted.is_set():
-                raise WriterFenced("stopped")
-            self.files.rename_over(part, remote)
-        except FileNotFoundError:
-            _forget(self.files, part)
-            return 0
-        except BaseException:
-            _forget(self.files, part)
-            raise
-        self._held[rel] = key
+        self._held[rel] = now
         self._own.add(rel)
         return 1
 
@@ -279,7 +260,7 @@ class Mirror:
             key = _key(os.fstat(fh.fileno()))
             have = remote.size if remote is not None else -1
             if not 0 <= have <= key[0]:  # gone from HDFS, or rewritten shorter: publish it again
-                return self._publish_prefix(path, rel)
+                return self._publish(path, rel)
             fh.seek(have)
             tail = fh.read(key[0] - have)
         if tail and not self._halted.is_set():
