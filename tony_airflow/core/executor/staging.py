@@ -19,7 +19,8 @@ What a reader of the HDFS output can see (the README's "What a job's output surv
   program had left unchanged for QUIET_S before its end: what the end tore keeps
   its last published version;
 - TensorBoard's event files grown by APPEND (a cut leaves a prefix);
-- TensorFlow's `checkpoint` index only after every file of the checkpoint it names;
+- TensorFlow's `checkpoint` index only after every file of the checkpoint it names,
+  which go first in a round (it waits for them when they are within QUIET_S);
 - files the program removed removed, except a checkpoint the published index names;
 - one writer: the chief of the newest attempt claims the output (`.tony-writer`),
   and a writer of an older attempt or application stops publishing.
@@ -179,6 +180,7 @@ class Mirror:
         only after every file of the checkpoint it names. It is read before the walk: one read
         after would name a checkpoint saved during the push, whose files the walk did not see."""
         self._check_claim()
+        in_round = cutoff is None
         cutoff = time.time() - QUIET_S if cutoff is None else cutoff
         self.waiting = False
         indexes = _read_indexes(self.local)
@@ -191,6 +193,11 @@ class Mirror:
         # The checkpoints the indexes name first, then the indexes, then the rest: TensorFlow drops a
         # checkpoint at its next save, which must not come while a large file is being uploaded.
         count = self._publish_files(first, cutoff)
+        if in_round and self.waiting and self._settle(first):
+            # The checkpoint a retry resumes from was saved less than QUIET_S ago: wait for it rather than
+            # leave it behind a large upload, during which the next save would drop it.
+            self.waiting = False
+            count += self._publish_files(first, time.time() - QUIET_S)
         for rel, (data, key) in indexes.items():
             # TensorFlow replaces an index by rename and it was read once: whole, so no quiet time is needed
             if self._held.get(rel) == key or not _names_files_in(rel, data, self._held, self.local):
@@ -201,6 +208,12 @@ class Mirror:
             count += 1
         count += self._publish_files(rest, cutoff)
         return count + self._remove_deleted()
+
+    def _settle(self, files: list[tuple[Path, str]]) -> bool:
+        """Wait until the newest of `files` has been unchanged for QUIET_S; False if stopped meanwhile."""
+        mtimes = [path.stat().st_mtime for path, _ in files if path.is_file()]
+        delay = min(QUIET_S, max(mtimes, default=0) + QUIET_S - time.time()) if mtimes else 0
+        return not self._stop.wait(max(0.0, delay) + 0.01)
 
     def _publish_files(self, files: list[tuple[Path, str]], cutoff: float) -> int:
         count = 0

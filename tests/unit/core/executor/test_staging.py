@@ -309,7 +309,7 @@ def test_a_checkpoint_the_published_index_names_is_kept_until_a_newer_index_is_p
     _write(out / "checkpoint", b'model_checkpoint_path: "ckpt-2"\n', age=0)
     (out / "ckpt-1.index").unlink()
     (out / "ckpt-1.data-00000-of-00001").unlink()
-    mirror.push()
+    mirror.push(cutoff=time.time() - staging.QUIET_S)  # a push that does not wait for the new one
     assert {"ckpt-1.index", "ckpt-1.data-00000-of-00001", "checkpoint"} <= set(fs.visible())
     for name in ("ckpt-2.index", "ckpt-2.data-00000-of-00001", "checkpoint"):
         _old(out / name)
@@ -493,3 +493,47 @@ def test_an_event_file_written_every_moment_is_published_at_once_as_a_prefix(tmp
     assert fs.visible()["tb/events.out.tfevents.1.h.1.v2"] == b"record-1;"
     mirror.push()
     assert fs.visible()["tb/events.out.tfevents.1.h.1.v2"] == b"record-1;record-2;"
+
+
+def test_a_checkpoint_saved_just_before_a_round_is_published_in_that_round_before_a_large_file(tmp_path):
+    """CI's 3-host run: a 32 MiB file took each round's time after a checkpoint still inside its quiet
+    time was left for later, the next save replaced it meanwhile, and the training ended with no
+    checkpoint ever in HDFS. A checkpoint is what a retry resumes from: the round waits for it (it is
+    at most QUIET_S away) and publishes it before anything else."""
+    out = tmp_path / "chief"
+    backup = out / "backup" / "chief"
+    _write(out / "a-large-file.bin", _model(1))
+    _write(backup / "ckpt-1.index", b"i1", age=0.4)
+    _write(backup / "ckpt-1.data-00000-of-00001", b"d1", age=0.4)
+    _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n', age=0.4)
+
+    class SavingDuringLargeUpload(MemoryHDFS):
+        def create(self, path, data):
+            if "a-large-file.bin" in path and (backup / "ckpt-1.index").exists():  # the next save, meanwhile
+                _write(backup / "ckpt-2.index", b"i2", age=0)
+                _write(backup / "ckpt-2.data-00000-of-00001", b"d2", age=0)
+                _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-2"\n', age=0)
+                (backup / "ckpt-1.index").unlink()
+                (backup / "ckpt-1.data-00000-of-00001").unlink()
+            super().create(path, data)
+
+    fs = SavingDuringLargeUpload()
+    mirror = _mirror(out, fs)
+    mirror.push()
+    seen = fs.visible()
+    assert seen.get("backup/chief/checkpoint") == b'model_checkpoint_path: "ckpt-1"\n', sorted(seen)
+    assert {"backup/chief/ckpt-1.index", "backup/chief/ckpt-1.data-00000-of-00001"} <= set(seen)
+    assert "a-large-file.bin" in seen
+
+
+def test_a_final_push_after_a_stop_never_waits_for_a_checkpoint_that_was_not_quiet_before_it(tmp_path,
+                                                                                           monkeypatch):
+    out = tmp_path / "chief"
+    _write(out / "ckpt-1.index", b"i1", age=0.2)
+    _write(out / "ckpt-1.data-00000-of-00001", b"d1", age=0.2)
+    _write(out / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n', age=0.2)
+    waits: list[int] = []
+    monkeypatch.setattr(Mirror, "_settle", lambda self, files: waits.append(len(files)) or True)
+    fs = MemoryHDFS()
+    assert _mirror(out, fs).finish(cutoff=time.time() - 0.5) == 0
+    assert not fs.visible() and waits == []  # torn by the stop, perhaps: never published, never waited for
