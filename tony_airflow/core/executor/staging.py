@@ -36,6 +36,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from tony_airflow.yarn.hdfs import (
     OutputFiles,
@@ -252,12 +253,12 @@ class Mirror:
                 now = _key(os.fstat(fh.fileno()))
                 if key is not None and now != key:
                     return 0
-                self.files.create(part, fh if key is not None else fh.read(now[0]))
+                self.files.create(part, _Version(fh, key) if key is not None else fh.read(now[0]))
             if self._halted.is_set() or key is not None and _key(path.stat()) != key:
                 self.files.delete(part)  # rewritten while it was uploaded: a later round takes it
                 return 0
             self.files.rename_over(part, remote)
-        except FileNotFoundError:  # the program removed it meanwhile (e.g. TensorFlow's max_to_keep)
+        except (FileNotFoundError, FileChanged):  # the program removed (TF's max_to_keep) or rewrote it meanwhile
             _forget(self.files, part)
             return 0
         except BaseException:
@@ -383,6 +384,32 @@ class Mirror:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=JOIN_S)
+
+
+class FileChanged(Exception):
+    """The file being uploaded changed: its upload ends now (not an OSError, which HTTP clients wrap)."""
+
+
+class _Version:
+    """One version of an open file as an upload's body: its length announced in advance, and the upload
+    ended as soon as the file changes. A file rewritten in place is truncated first; a body shorter than
+    announced would leave the DataNode waiting for the rest until the read timeout."""
+
+    def __init__(self, fh: BinaryIO, key: Key):
+        self.fh, self.key, self.left = fh, key, key[0]
+
+    def __len__(self) -> int:  # requests announces this as the Content-Length
+        return self.key[0]
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self.left <= 0:
+            return b""
+        size = self.left if size is None or size < 0 else min(size, self.left)
+        data = self.fh.read(size)
+        if len(data) < size or _key(os.fstat(self.fh.fileno())) != self.key:
+            raise FileChanged(self.fh.name)
+        self.left -= len(data)
+        return data
 
 
 def next_round_in(waiting: bool, interval: float) -> float:

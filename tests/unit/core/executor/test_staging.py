@@ -537,3 +537,32 @@ def test_a_final_push_after_a_stop_never_waits_for_a_checkpoint_that_was_not_qui
     fs = MemoryHDFS()
     assert _mirror(out, fs).finish(cutoff=time.time() - 0.5) == 0
     assert not fs.visible() and waits == []  # torn by the stop, perhaps: never published, never waited for
+
+
+def test_a_file_truncated_while_it_is_uploaded_ends_its_upload_at_once_and_the_round_goes_on(tmp_path):
+    """Found on the 3-host cluster: a 32 MiB file rewritten in place ("wb" truncates it) while it was
+    streamed to a DataNode. The request had announced the file's length, the body ended early, the
+    DataNode waited for the rest, and the round hung for the 60 s read timeout while the training
+    saved and dropped every checkpoint. Like a DataNode, this fake waits for the announced length."""
+    from requests.utils import super_len
+
+    out = tmp_path / "chief"
+    _write(out / "model.bin", _model(1))
+    _write(out / "zz-done.json", b"{}")
+
+    class DataNodeHDFS(MemoryHDFS):
+        def create(self, path, data):
+            if path.startswith("/out/model.bin"):
+                announced = super_len(data)
+                body = data.read(PIECE)
+                (out / "model.bin").write_bytes(_model(2)[:PIECE])  # the program rewrites it in place
+                body += data.read()
+                if len(body) < announced:
+                    raise TimeoutError(f"Read timed out: the DataNode waited for {announced - len(body)} bytes")
+                data = body
+            super().create(path, data)
+
+    fs = DataNodeHDFS()
+    mirror = _mirror(out, fs)
+    assert mirror.push() == 1
+    assert fs.visible() == {"zz-done.json": b"{}"} and not [p for p in fs.files if is_part(p)]
