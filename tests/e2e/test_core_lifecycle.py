@@ -204,3 +204,42 @@ name: from-a-job-file
     proc, app_id = ytf_submit("--conf", str(job_file))
     assert proc.returncode == 0, proc.stderr
     assert rm.application(app_id).name == "from-a-job-file"
+
+
+def _staging_dirs() -> set[str]:
+    from tony_airflow.yarn.hdfs import webhdfs
+
+    fs = webhdfs()
+    try:
+        return {p.rsplit("/", 1)[1] for p in fs.ls(f"{fs.home_directory()}/.skein", detail=False)}
+    except FileNotFoundError:
+        return set()
+
+
+def test_staging_directories_do_not_outlive_their_applications(local_cluster, rm):
+    """Issue #30 item 4: the job spec, its secret and the shipped files stay in HDFS only while the
+    application runs, however it ends: by itself (skein's AM), `tony kill`, or a kill by other means
+    (`yarn application -kill`, the RM UI: the next submission's sweep)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tony = str(Path(sys.executable).parent / "tony")
+    apps = []
+    for _ in range(2):
+        proc, app_id = ytf_submit("-r", "worker:1", *SMALL, "--no-wait", "--env", "SLEEP_S=600",
+                                  "-s", str(PAYLOADS / "sleep.py"), "python3 ${DTF_TASK_SCRIPT}")
+        assert proc.returncode == 0 and app_id
+        apps.append(app_id)
+    by_tony, by_rm = apps
+    assert set(apps) <= _staging_dirs()
+    killed = subprocess.run([tony, "kill", by_tony], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == 0, killed.stderr
+    assert by_tony not in _staging_dirs()
+    rm.kill(by_rm)  # as `yarn application -kill` does: nothing of ours runs
+    assert wait_terminal(rm, by_rm).state == "KILLED"
+    proc, done = ytf_submit("-r", "worker:1", *SMALL, "--env", "SLEEP_S=0",
+                            "-s", str(PAYLOADS / "sleep.py"), "python3 ${DTF_TASK_SCRIPT}")
+    assert proc.returncode == 0, proc.stderr
+    left = _staging_dirs()
+    assert by_rm not in left and done not in left, left  # swept; removed by skein's AM at its end

@@ -78,7 +78,7 @@ def _kill(args: argparse.Namespace) -> int:
     if report.is_terminal:
         print(f"{app_id} already ended: {report.state} {report.final_status}")
         return 0
-    client.rm.kill(app_id)
+    client.kill(app_id)
     print(f"{app_id} killed")
     return 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import os
 import shutil
@@ -22,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import skein
@@ -33,7 +34,7 @@ from tony_airflow.core.placement import initial_tasks, service_names
 from tony_airflow.core.protocol import PROGRESS_JSON, SUBMITTED_AT_ENV, Progress, am_page_url, is_proxied
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
-from tony_airflow.yarn import submission
+from tony_airflow.yarn import staging_dirs, submission
 from tony_airflow.yarn.delegation import fetch_tokens
 from tony_airflow.yarn.discovery import ClusterConfig, discover
 from tony_airflow.yarn.hdfs import webhdfs
@@ -41,6 +42,11 @@ from tony_airflow.yarn.jvm import LIGHT_JVM_FLAGS
 from tony_airflow.yarn.kerberos import KerberosLogin, check_credentials
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient, ResourceManagerError
 from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, HadoopToken, read_token_file, token_file
+
+if TYPE_CHECKING:
+    from fsspec.implementations.webhdfs import WebHDFS
+
+log = logging.getLogger("tony.client")
 
 APP_TAG = "tony-airflow"
 
@@ -409,9 +415,9 @@ class TonyClient:
         hdfs_token = next((t.url_string() for t in tokens if t.kind == HDFS_DELEGATION_KIND), None)
         try:
             fs = webhdfs(self.conf, user=self.rm.user, login=self.login, token=hdfs_token)
-            return submission.submit(spec, self.rm, fs, self.conf, tokens=tokens,
-                                     lang=self.environment.get("LANG") or os.environ.get("LANG"),
-                                     am_attempts=am_attempts, attempt_validity_ms=attempt_validity_ms).app_id
+            app_id = submission.submit(spec, self.rm, fs, self.conf, tokens=tokens,
+                                       lang=self.environment.get("LANG") or os.environ.get("LANG"),
+                                       am_attempts=am_attempts, attempt_validity_ms=attempt_validity_ms).app_id
         except ResourceManagerError as exc:
             what = "the ResourceManager did not answer the submission" if exc.transient else "YARN refused the submission"
             raise ClusterError(f"{what}: {_one_line(exc)}") from None
@@ -419,6 +425,33 @@ class TonyClient:
             raise ClusterError(f"YARN refused the submission: {_one_line(exc)}") from None
         except (OSError, RuntimeError, ValueError) as exc:  # WebHDFS: refused, or unreachable
             raise ClusterError(f"webhdfs: staging the application's files failed: {_one_line(exc)}") from None
+        self._sweep_staging(fs, keep=app_id)
+        return app_id
+
+    def _sweep_staging(self, fs: WebHDFS, keep: str) -> None:
+        """What kills by other means (`yarn application -kill`, the RM UI) and dead clients left in HDFS."""
+        try:
+            removed = staging_dirs.sweep(self.rm, fs, fs.home_directory(), keep=frozenset({keep}))
+        except Exception as exc:  # housekeeping: never the submission's failure
+            log.warning("staging sweep skipped: %s", exc)
+            return
+        if removed:
+            log.info("removed the staging directories of ended applications: %s", ", ".join(removed))
+
+    def kill(self, app_id: str) -> None:
+        """Kill `app_id` through YARN, then remove its staging directory once YARN says it ended (skein's AM
+        removes it only when the application ends by itself)."""
+        self.rm.kill(app_id)
+        self.remove_staging(app_id)
+
+    def remove_staging(self, app_id: str, wait_s: float = staging_dirs.ENDED_WAIT_S) -> bool:
+        """Remove an ended application's staging directory; never raises (the next submission's sweep retries)."""
+        try:
+            fs = webhdfs(self.conf, user=self.rm.user, login=self.login)
+            return staging_dirs.remove_when_ended(self.rm, fs, fs.home_directory(), app_id, wait_s=wait_s)
+        except Exception as exc:
+            log.warning("the staging directory of %s stays for the next sweep: %s", app_id, exc)
+            return False
 
     def handle(self, app_id: str) -> JobHandle:
         """A handle on a job submitted earlier (a retry reconnecting): status, progress, kill."""

@@ -112,6 +112,8 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                     signal.signal(s, signal.SIG_IGN)
                 print(f"{why}: killing {handle.app_id}", file=log, flush=True)
                 report = _kill_and_wait(handle)
+                if report.is_terminal:
+                    client.remove_staging(handle.app_id, wait_s=0)
                 outcome.terminated_by = str(why)
             outcome.final_status = report.final_status if report.is_terminal else "KILLED"
             outcome.diagnostics = report.diagnostics.strip()

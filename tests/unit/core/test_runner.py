@@ -31,6 +31,11 @@ class FakeHandle:
 class FakeClient:
     def __init__(self, signal_during: str) -> None:
         self.signal_during, self.submitted, self.handle = signal_during, 0, FakeHandle()
+        self.staging_removed: list[str] = []
+
+    def remove_staging(self, app_id: str, wait_s: float = 0) -> bool:
+        self.staging_removed.append(app_id)
+        return True
 
     def __enter__(self) -> FakeClient:
         return self
@@ -53,7 +58,7 @@ def test_a_signal_during_submission_kills_the_submitted_application():
     client = FakeClient("submit")
     outcome = run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
                                 client_factory=lambda: client)
-    assert client.submitted == 1 and client.handle.killed
+    assert client.submitted == 1 and client.handle.killed and client.staging_removed == [APP]
     assert outcome.terminated_by == "SIGINT" and outcome.exit_code == 130 and outcome.final_status == "KILLED"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 

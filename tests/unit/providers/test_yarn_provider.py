@@ -58,6 +58,9 @@ class FakeTonyClient:
     def handle(self, app_id: str) -> JobHandle:
         return JobHandle(app_id, ResourceManagerClient(self.rm.url, user="alice"))
 
+    def kill(self, app_id: str) -> None:  # the core's kill, without HDFS: its staging removal is tested apart
+        ResourceManagerClient(self.rm.url, user="alice").kill(app_id)
+
     def close(self) -> None:
         pass
 
@@ -153,8 +156,9 @@ def test_hook_without_yarn_default_uses_hadoop_conf_dir(tmp_path, monkeypatch):
     assert YarnHook().settings.rm_addresses == ["http://rm.example:8088"]
 
 
-def test_hook_report_and_kill(fake_rm):
+def test_hook_report_and_kill(fake_rm, monkeypatch):
     fake_rm.apps[APP] = FakeApp(list(RUNNING))
+    monkeypatch.setattr(YarnHook, "tony_client", lambda self: FakeTonyClient(fake_rm, []))
     hook = YarnHook("fake_yarn")
     assert hook.application_report(APP).state == "ACCEPTED"
     assert hook.application_report(APP).state == "RUNNING"

@@ -82,4 +82,5 @@ class YarnHook(BaseHook):
         return self.get_conn().application(application_id)
 
     def kill_application(self, application_id: str) -> None:
-        self.get_conn().kill(application_id)
+        """Kill it, and remove its staging directory once it ended (the core's one way to kill)."""
+        self.tony_client().kill(application_id)
