@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 AM_KEEP_CHARS = 128 * 1024        # what the AM holds per task (readers that fall behind skip, told so)
 EXECUTOR_KEEP_CHARS = 256 * 1024  # what an executor holds that the AM has not taken yet
 SHIP_CHARS = 64 * 1024            # at most this much per request to the AM
+MAX_PARTIAL_CHARS = 16 * 1024     # a line longer than this is handed out in pieces (the held part travels
+                                  # in an Airflow trigger's event)
 OUTPUT_PATH = "/output.json"      # read-only, beside /status.json; through the tracking URL: pages/tony/output.json
 FAILED_TASK = re.compile(r"(?P<task>[\w.-]+:\d+) exited with code -?\d+")
 DIAG_ATTEMPT = re.compile(r"attempt (?P<n>\d+)/\d+:")
@@ -88,6 +90,7 @@ class OutputCursor:
     lines: int = 0                 # lines handed out so far
     skipped: int = 0               # characters the reader never saw (it fell too far behind)
     _pending: list[str] = field(default_factory=list)
+    _end_seen: int = 0             # how far the current attempt's output went, as the AM last said
 
     def take(self, answer: dict) -> list[str]:
         """The whole lines in one answer of the AM's /output.json."""
@@ -96,8 +99,14 @@ class OutputCursor:
         if attempt and attempt != self.attempt:
             if self.attempt:  # a new attempt: its output starts from 0
                 out += self.flush()
+                if not self.finished:  # the AM holds only the newest attempt: say what this reader missed
+                    missed = f" ({self._end_seen - self.offset} characters or more)" if self._end_seen > self.offset \
+                        else ""
+                    out.append(f"[the end of attempt {self.attempt}'s output{missed} was not read before attempt "
+                               f"{attempt} began: `tony logs` has it]")
                 out.append(f"--- attempt {attempt} ---")
             self.attempt, self.offset, self.partial, self.finished = attempt, 0, "", False
+            self._end_seen = 0
         self.container_id = answer.get("container_id") or self.container_id
         begin = int(answer.get("offset", self.offset))
         if begin > self.offset:
@@ -108,6 +117,7 @@ class OutputCursor:
         text = answer.get("text") or ""
         out += self._feed(text)
         self.offset = begin + len(text)
+        self._end_seen = max(self._end_seen, int(answer.get("end", self.offset)))
         self.finished = bool(answer.get("finished")) and self.offset >= int(answer.get("end", self.offset))
         return out
 
@@ -121,15 +131,22 @@ class OutputCursor:
         """The partial line held back, as a line (the output ended without a newline)."""
         if not self.partial:
             return []
-        line, self.partial = self.partial, ""
+        line, self.partial = self.partial.removesuffix("\r"), ""
         self.lines += 1
         return [line]
 
     def _feed(self, text: str) -> list[str]:
         self.partial += text
-        if "\n" not in self.partial and "\r" not in self.partial:
-            return []
-        *whole, self.partial = re.split(r"\r?\n|\r", self.partial)
+        whole: list[str] = []
+        if "\n" in self.partial or "\r" in self.partial:
+            # A trailing "\r" may be the first half of a "\r\n" cut between two pieces: held back with
+            # its line until the next piece tells (else that line would be followed by a blank one).
+            body, held = (self.partial[:-1], "\r") if self.partial.endswith("\r") else (self.partial, "")
+            *whole, last = re.split(r"\r?\n|\r", body)
+            self.partial = last + held
+        while len(self.partial) > MAX_PARTIAL_CHARS:  # a line without end: handed out in pieces
+            whole.append(self.partial[:MAX_PARTIAL_CHARS])
+            self.partial = self.partial[MAX_PARTIAL_CHARS:]
         self.lines += len(whole)
         return whole
 

@@ -38,9 +38,35 @@ def test_cursor_yields_whole_lines_and_says_what_it_skipped():
     assert cur.take({"attempt": 1, "offset": 10, "end": 20, "text": "och 2\r\nloss"}) == ["epoch 2"]
     skipped = cur.take({"attempt": 1, "offset": 40, "end": 45, "text": "x\n"})
     assert skipped == ["loss", "[19 characters of output skipped]", "x"]
-    # a new attempt starts from 0 and is announced
-    assert cur.take({"attempt": 2, "offset": 0, "end": 3, "text": "a\nb"}) == ["--- attempt 2 ---", "a"]
+    # a new attempt starts from 0 and is announced, and what this reader missed of the last one is said
+    assert cur.take({"attempt": 2, "offset": 0, "end": 3, "text": "a\nb"}) == [
+        "[the end of attempt 1's output (3 characters or more) was not read before attempt 2 began: "
+        "`tony logs` has it]", "--- attempt 2 ---", "a"]
     assert cur.rest("a\nbc\nd") == ["bc", "d"]
+
+
+def test_an_attempt_read_to_its_end_is_followed_by_the_next_without_a_marker():
+    cur = OutputCursor(task="worker:0")
+    cur.take({"attempt": 1, "offset": 0, "end": 5, "text": "done\n", "finished": True})
+    assert cur.take({"attempt": 2, "offset": 0, "end": 2, "text": "a\n"}) == ["--- attempt 2 ---", "a"]
+
+
+def test_a_crlf_cut_between_two_pieces_is_one_line_end():
+    cur = OutputCursor(task="worker:0")
+    assert cur.take({"attempt": 1, "offset": 0, "end": 9, "text": "epoch 1\r"}) == []
+    assert cur.take({"attempt": 1, "offset": 8, "end": 18, "text": "\nepoch 2\r\n"}) == ["epoch 1", "epoch 2"]
+    assert cur.take({"attempt": 1, "offset": 18, "end": 30, "text": "50%\r"}) == []
+    assert cur.take({"attempt": 1, "offset": 22, "end": 30, "text": "100%\n"}) == ["50%", "100%"]  # a bare \r
+    assert cur.take({"attempt": 1, "offset": 27, "end": 30, "text": "x\r"}) == [] and cur.flush() == ["x"]
+
+
+def test_the_partial_line_a_reader_holds_is_bounded():
+    """It travels in the Airflow trigger's event: a command printing without newlines must not grow it."""
+    from tony_airflow.core.output import MAX_PARTIAL_CHARS
+
+    cur = OutputCursor(task="worker:0")
+    lines = cur.take({"attempt": 1, "offset": 0, "end": 10 ** 6, "text": "." * (3 * MAX_PARTIAL_CHARS + 5)})
+    assert lines == ["." * MAX_PARTIAL_CHARS] * 3 and cur.partial == "." * 5
 
 
 def test_the_am_keeps_the_current_attempt_of_each_task_and_answers_by_offset():
