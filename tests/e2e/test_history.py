@@ -33,7 +33,8 @@ def store(local_cluster) -> HistoryStore:
 def failed_job(local_cluster, rm) -> str:
     """Two attempts, each failing first at a different worker (worker:1 exits 3, then worker:0 exits 4)."""
     proc, app_id = ytf_submit("-r", "worker:2", "--max-attempts", "2", "-m", "512", "-n", "history-e2e",
-                              "--history-dir", HISTORY, f"python3 {PAYLOADS / 'fail_each_attempt.py'}")
+                              "--history-dir", HISTORY, "--env", "DB_PASSWORD=hunter2", "--env", "PLAIN=shown",
+                              f"python3 {PAYLOADS / 'fail_each_attempt.py'}")
     assert proc.returncode == 1, proc.stderr
     assert app_id and rm.application(app_id).final_status == "FAILED"
     return app_id
@@ -44,6 +45,9 @@ def test_history_show_names_the_first_failure_of_each_attempt(failed_job, store)
     assert files is not None and files.complete and files.events_path.endswith("/" + EVENTS)
     spec = store.spec(failed_job)
     assert spec["max_attempts"] == 2 and spec["history_dir"] == HISTORY  # the effective job spec
+    # issue #30 item 9: secrets in --env are never shown; the job's directory is not open to every user
+    assert spec["env"] == {"DB_PASSWORD": "********", "PLAIN": "shown"}, spec["env"]
+    assert store.fs.info(store.job_dir(failed_job))["permission"] == "750"
 
     show = tony("history", "show", failed_job, "--history-dir", HISTORY)
     assert show.returncode == 0, show.stderr
@@ -73,6 +77,7 @@ def test_logs_of_a_task_show_its_stderr(failed_job):
     assert one.returncode == 0, one.stderr
     assert "worker:1 breaks in attempt 1: simulated data error" in one.stdout
     assert "worker:1 attempt 1 starts" in one.stdout and "worker:0" not in one.stdout.replace("==>", "")
+    assert "DB_PASSWORD as given: True" in one.stdout  # masked in pages and history only
     assert "LogAggregationType: AGGREGATED" in one.stdout  # read back from HDFS by Hadoop's LogsCLI
     both = tony("logs", failed_job, "--task", "worker:0", "--history-dir", HISTORY)
     assert both.stdout.count("==> worker:0 attempt") == 2

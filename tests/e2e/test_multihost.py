@@ -225,6 +225,12 @@ def test_ps_and_two_workers_on_three_hosts_train_together(multihost_cluster, mul
             time.sleep(0.5)
             page = httpx.get(tracking.rstrip("/") + "/pages/tony/", timeout=30, follow_redirects=True)
         assert page.status_code == 200 and "worker:1" in page.text, page.text[:500]
+        # issue #30 item 9: the same pages asked of the AM directly, from another host, are refused: the RM's
+        # proxy, which applies the application's view ACLs, is the one way in
+        progress = httpx.get(tracking.rstrip("/") + "/pages/tony/progress.json", timeout=30).json()
+        for path in ("/", "/status.json", "/events.jsonl", "/output.json", "/progress.json"):
+            direct = httpx.get(f"http://{progress['address']}{path}", timeout=30)
+            assert direct.status_code == 403 and "tracking URL" in direct.text, (path, direct.text[:300])
         tags = tracking.rstrip("/") + "/pages/tensorboard/data/plugin/scalars/tags"
         while httpx.get(tags, timeout=30).status_code != 200:
             assert time.monotonic() < deadline, "TensorBoard was not reachable through the RM proxy"

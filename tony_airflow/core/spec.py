@@ -8,6 +8,7 @@ what is allowed.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -51,6 +52,15 @@ ROLES = ("tracked", "untracked", "sidecar")
 MIN_HEARTBEAT_INTERVAL_S = 0.1
 MAX_JOB_FILE_BYTES = 2**20
 FRAMEWORKS = ("tensorflow", "pytorch", "generic")
+
+
+SECRET_NAME = re.compile(r"(?i)(secret|passw|pwd|token|credential|private|auth|(^|_)(api|access)?_?key(_|$))")
+MASK = "********"
+
+
+def masked_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with the values of names that look secret (…PASSWORD, …TOKEN, …SECRET, API_KEY, …) masked."""
+    return {k: MASK if SECRET_NAME.search(k) else v for k, v in env.items()}
 
 
 @dataclass
@@ -136,7 +146,18 @@ class JobSpec:
 
     # ----------------------------------------------------- serialisation
     def to_json(self) -> str:
+        """The whole spec, as the AM and the executors read it (secrets included: it stays in the
+        application's 0700 staging directory)."""
+        return self._json(asdict(self))
+
+    def to_record_json(self) -> str:
+        """The spec as pages and the history show it: values of `env` names that look secret masked."""
         data = asdict(self)
+        data["env"] = masked_env(data["env"])
+        return self._json(data)
+
+    @staticmethod
+    def _json(data: dict[str, Any]) -> str:
         for task in data["tasks"].values():
             task["memory_by_index"] = {str(k): v for k, v in task["memory_by_index"].items()}
             task["vcores_by_index"] = {str(k): v for k, v in task["vcores_by_index"].items()}

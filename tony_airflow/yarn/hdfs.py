@@ -10,7 +10,7 @@ import getpass
 import os
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlparse
 
 from tony_airflow.errors import ClusterError
@@ -164,6 +164,12 @@ class RemoteFile:
     mtime_ms: int
 
 
+class Readable(Protocol):
+    """An upload's body read as it is sent: an open file, or one version of it (core/executor/staging.py)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 class OutputFiles(Protocol):
     """The HDFS operations the output mirror is built from, each one WebHDFS request or one redirect
     pair; unit tests stand in for it with an in-memory HDFS that can be cut after any of them."""
@@ -171,7 +177,7 @@ class OutputFiles(Protocol):
     def list(self, root: str) -> dict[str, RemoteFile]: ...
     def read(self, path: str, start: int = 0) -> bytes: ...
     def download(self, path: str, local: str) -> None: ...
-    def create(self, path: str, data: bytes | BinaryIO) -> None: ...
+    def create(self, path: str, data: bytes | Readable) -> None: ...
     def append(self, path: str, data: bytes) -> None: ...
     def rename_over(self, source: str, destination: str) -> None: ...
     def delete(self, path: str) -> None: ...
@@ -202,7 +208,7 @@ class WebHdfsFiles:
     def download(self, path: str, local: str) -> None:
         self.fs.get_file(path, local)
 
-    def create(self, path: str, data: bytes | BinaryIO) -> None:
+    def create(self, path: str, data: bytes | Readable) -> None:
         create_file(self.fs, path, data)
 
     def append(self, path: str, data: bytes) -> None:
@@ -221,7 +227,7 @@ class WebHdfsFiles:
         self.fs.mkdir(path)
 
 
-def create_file(fs: WebHDFS, path: str, data: bytes | BinaryIO, permission: str | None = None) -> None:
+def create_file(fs: WebHDFS, path: str, data: bytes | Readable, permission: str | None = None) -> None:
     """WebHDFS CREATE in its two steps (the NameNode's redirect, then the data to the DataNode), with the
     file's permission set at creation. fsspec's writer takes four requests and drops the permission."""
     params = {"overwrite": "true", **({"permission": permission} if permission else {})}

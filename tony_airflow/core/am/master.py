@@ -80,7 +80,7 @@ class ApplicationMaster:
         """
         container = os.environ.get("CONTAINER_ID", "")
         if self.am_attempt > 1:  # the AM before this one was lost: go on with its job
-            previous = await asyncio.to_thread(self.history.resume, self.job.to_json())
+            previous = await asyncio.to_thread(self.history.resume, self.job.to_record_json())
             self._take_over(previous, container)
             opened = asyncio.create_task(asyncio.sleep(0))
         else:
@@ -92,7 +92,7 @@ class ApplicationMaster:
                               schema=ev.SCHEMA_VERSION)
             self.history.emit(ev.AM_STARTED, at=self.started, host=self.host, container_id=container, am_attempt=1)
             # Creating the history directory must not hold up the job: it runs beside it.
-            opened = asyncio.create_task(asyncio.to_thread(self.history.start, self.job.to_json()))
+            opened = asyncio.create_task(asyncio.to_thread(self.history.start, self.job.to_record_json()))
         flusher = asyncio.create_task(self._flush_history(opened))
         # SIGTERM cancels the job's work only: once the attempts are over, closing the history and
         # reporting the outcome finish (a late SIGTERM, e.g. from a NodeManager going away, is a no-op).
@@ -410,7 +410,7 @@ class ApplicationMaster:
     # ------------------------------------------------------------ live page
     def live_page(self) -> str:
         """The AM's status page: the history UI's job page over the events so far."""
-        spec = json.loads(self.job.to_json())
+        spec = json.loads(self.job.to_record_json())
         job = JobHistory.from_events(self.app_id, list(self.history.events), spec, complete=True)
         user = self.user or "nobody"
 

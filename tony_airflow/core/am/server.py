@@ -1,13 +1,16 @@
 """The registry's HTTP+JSON server (aiohttp), and the read-only status page.
 
 Signed endpoints take executors' messages; `/`, `/status.json`, `/progress.json`
-(the counts clients show) and `/output.json` (a task's live output by offset) are read-only and reached
-through the YARN tracking URL (`<tracking>/pages/tony/...`).
+(the counts clients show), `/output.json` (a task's live output by offset), `/events.jsonl` and the
+TensorBoard pass-through are read-only and reached through the YARN tracking URL
+(`<tracking>/pages/tony/...`), where the ResourceManager applies the application's view ACLs: this
+server answers them only to its own host (skein's web UI), never directly to another.
 """
 
 from __future__ import annotations
 
 import collections
+import ipaddress
 import json
 import logging
 import time
@@ -54,6 +57,23 @@ class RefusedRequests:
 
 
 REFUSED = web.AppKey("refused", RefusedRequests)
+PAGES_THROUGH_PROXY = ("the AM's pages are read through the application's tracking URL, where the ResourceManager "
+                       "applies the application's view ACLs; a direct request from another host is refused")
+
+
+def from_this_host(request: web.Request) -> bool:
+    """Whether the request came from the AM's own host: skein's web UI, which the RM's proxy reaches (and
+    which passes `pages/...` on to this server), or a process beside it. A connection whose source
+    address is its destination address was made on this host (the kernel picks it for local traffic).
+    This is Hadoop's own rule for AM pages (AmIpFilter: only the proxy's addresses), one hop further."""
+    peer = (request.remote or "").split("%")[0]
+    try:
+        if ipaddress.ip_address(peer).is_loopback:
+            return True
+    except ValueError:
+        return False
+    local = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    return local is not None and str(local[0]).split("%")[0] == peer
 
 
 def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = None,
@@ -72,6 +92,9 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
             if reason is not None:
                 refused.add(request.method, request.path, request.remote, reason)
                 return web.json_response({"error": reason}, status=401)
+        elif not from_this_host(request):
+            refused.add(request.method, request.path, request.remote, "a page asked for from another host")
+            return web.json_response({"error": PAGES_THROUGH_PROXY}, status=403)
         return await handler(request)
 
     async def message(request: web.Request, kind: type[M]) -> M:

@@ -30,6 +30,7 @@ HISTORY_DIR_ENV = "TONY_HISTORY_DIR"
 EVENTS = "events.jsonl"
 IN_PROGRESS = EVENTS + ".inprogress"
 SPEC = "job.json"
+JOB_DIR_MODE = 0o750  # the job's user, and the history root's group (the history server's readers)
 
 
 def history_dir(configured: str | None = None) -> str:
@@ -79,23 +80,27 @@ class HistoryStore:
             self.fs.makedirs(self.root, exist_ok=True)
             self._share_root()
         self.fs.makedirs(self.job_dir(app_id), exist_ok=True)
+        self._set_mode(self.job_dir(app_id), JOB_DIR_MODE)  # not readable by every user of the shared root
         self.fs.pipe_file(self.path(app_id, SPEC), spec_json.encode())
         self.fs.pipe_file(self.path(app_id, IN_PROGRESS), b"")
 
     def _share_root(self) -> None:
-        """A shared root, like /tmp (1777): every user's AM writes its own directory into it.
+        """A shared root, like /tmp (1777): every user's AM writes its own directory into it."""
+        self._set_mode(self.root, 0o1777)
 
-        WebHDFS reads `permission` as an octal string; fsspec's chmod sends the
-        integer in decimal (0o1777 -> "1023", i.e. d----w--wt), so call it directly.
-        """
+    def _set_mode(self, path: str, mode: int) -> None:
+        """WebHDFS reads `permission` as an octal string; fsspec's chmod sends the
+        integer in decimal (0o1777 -> "1023", i.e. d----w--wt), so call it directly."""
         try:
             call = getattr(self.fs, "_call", None)
             if call is not None:
-                call("SETPERMISSION", method="put", path=self.root, permission=format(0o1777, "o"))
+                call("SETPERMISSION", method="put", path=path, permission=format(mode, "o"))
+            elif hasattr(self.fs, "chmod"):
+                self.fs.chmod(path, mode)
             else:
-                self.fs.chmod(self.root, 0o1777)
+                os.chmod(path, mode)
         except (AttributeError, NotImplementedError, OSError) as exc:
-            log.warning("could not make %s shared (1777): %s", self.root, exc)
+            log.warning("could not set the mode of %s to %o: %s", path, mode, exc)
 
     def append(self, app_id: str, lines: list[str]) -> None:
         data = "".join(line + "\n" for line in lines).encode()
