@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test,tensorflow,bench,kerberos,openlineage
+EXTRAS ?= test,airflow,tensorflow,bench,kerberos,openlineage
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
 .PHONY: demo test bench venv browser krb5 cluster-down clean

@@ -11,6 +11,7 @@ and a summary of task states and XComs printed as one JSON line.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -83,6 +84,9 @@ def summarize(dag_run: Any) -> dict[str, Any]:
 def run(dag_file: Path, dag_id: str | None = None, run_conf: dict[str, Any] | None = None) -> dict[str, Any]:
     if not dag_file.is_file():
         raise UsageError(f"dag_file: {dag_file} does not exist or is not a file")
+    if importlib.util.find_spec("airflow") is None:
+        raise UsageError("dag_file: running a DAG needs Apache Airflow; allowed once it is installed: "
+                         "pip install 'tony-airflow[airflow]'")
     prepare_airflow_home(dag_file)
     migrate_db()
     dag = load_dag(dag_file, dag_id)

@@ -226,16 +226,8 @@ class Progress:
     spec_published: bool = False
 
     @classmethod
-    def from_json(cls, raw: str | bytes) -> Progress | None:
-        """The AM's progress record; fields a newer AM adds are ignored, a broken record is None."""
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return None
-        return cls.from_dict(data)
-
-    @classmethod
     def from_dict(cls, data: object) -> Progress | None:
+        """The AM's progress record; fields a newer AM adds are ignored, a broken record is None."""
         if not isinstance(data, dict):
             return None
         known = {f.name for f in fields(cls)}
@@ -243,9 +235,6 @@ class Progress:
             return cls(**{k: v for k, v in data.items() if k in known})
         except TypeError:
             return None
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
