@@ -81,6 +81,29 @@ def test_a_gang_that_forms_slower_than_the_heartbeat_timeout_succeeds(local_clus
     assert registered[-1] - registered[0] > 10, "the last task did not wait longer than the heartbeat timeout"
 
 
+# ------------------------------------------------------------------ a scheduler's retry
+def test_a_retried_azkaban_job_follows_the_application_its_dead_try_left_running(local_cluster, rm, tmp_path):
+    """Issue #30 item 1: Azkaban's executor lost the first try (SIGKILL: it could kill nothing); the retry
+    of the same job of the same execution finds the application by its tags and follows it to its end,
+    and no second application writes the same output."""
+    props = tmp_path / "train.job"
+    props.write_text(f"type=tensorflow\ncluster_requirement=worker:1\ntask_memory=384\n"
+                     f"task_command=python3 {PAYLOADS / 'sleep.py'}\nworker_env.SLEEP_S=25\n"
+                     f"azkaban.flow.execid=4242\nazkaban.flow.flowid=nightly\nazkaban.flow.projectname=ml\n"
+                     f"azkaban.job.id=Train\n")
+    env = {**os.environ, "JOB_PROP_FILE": str(props)}
+    first = _popen("tony-azkaban", env=env)
+    app_id = _app_id(_read_until(first.stdout, "Submitted application"))
+    first.kill()
+    first.communicate(timeout=30)
+    assert not rm.application(app_id).is_terminal
+    retry = subprocess.run([str(BIN / "tony-azkaban")], env=env, capture_output=True, text=True, timeout=300)
+    assert retry.returncode == 0, retry.stdout[-2000:] + retry.stderr[-2000:]
+    assert f"Following {app_id}, submitted by an earlier try of this job" in retry.stdout, retry.stdout[-2000:]
+    tagged = rm.applications(tags=["azkaban_exec_id:4242"])
+    assert [a.id for a in tagged] == [app_id] and tagged[0].final_status == "SUCCEEDED"
+
+
 # ------------------------------------------------------------------ 5, 6: signals
 def test_sigterm_during_submission_kills_what_was_submitted_and_exits_143(local_cluster, rm, tmp_path):
     """Azkaban cancels right away: the SIGTERM lands while the job is being submitted."""

@@ -20,12 +20,13 @@ from tony_airflow.engines import oozie
 
 def run_action(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     job = job_from_args(args)
-    job.tags = list(job.tags) + oozie.oozie_tags(env)
+    identity = oozie.oozie_tags(env)  # the workflow and action: the same in a retry of the action
+    job.tags = list(job.tags) + identity
 
     def submitted(app_id: str) -> None:
         print(f"Submitted application {app_id}", file=sys.stderr, flush=True)
 
-    outcome = run_to_completion(job, on_submitted=submitted, log=sys.stderr)
+    outcome = run_to_completion(job, on_submitted=submitted, log=sys.stderr, identity=identity)
     sys.stdout.write(oozie.capture_lines(outcome))
     sys.stdout.flush()
     return outcome.exit_code

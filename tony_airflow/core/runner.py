@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -79,11 +79,13 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                       on_outcome: Callable[[Outcome], None] | None = None, out: TextIO | None = None,
                       client_factory: Callable[[], TonyClient] = TonyClient,
                       while_running: Callable[[JobHandle], None] | None = None,
-                      follow: bool = False, tail_lines: int = 40) -> Outcome:
+                      follow: bool = False, tail_lines: int = 40, identity: Sequence[str] = ()) -> Outcome:
     """Submit `job`, report progress to `log` (URLs to `out`, default `log`), and return how it ended
     (also when terminated). `while_running` runs after submission inside the stoppable region
     (client mode runs its chief there). `follow`: the chief's (or worker 0's) output goes to `out` as
-    it comes, and on failure the failing task's last `tail_lines` lines."""
+    it comes, and on failure the failing task's last `tail_lines` lines. `identity`: tags naming this run of
+    a scheduler's job (Azkaban's execution and job, Oozie's workflow and action); a retry of it that finds
+    an application with all of them still running follows that one instead of submitting another."""
     held = _HeldSignal()
     previous = {s: signal.signal(s, held) for s in STOP_SIGNALS}
     try:
@@ -93,7 +95,7 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                 raise SystemExit(EXIT_BY_SIGNAL.get(held.name, 143))
             print(f"Submitting {job.name!r} ({sum(t.instances for t in job.tasks.values())} tasks) to YARN",
                   file=log, flush=True)
-            handle = client.submit(job, validated=True)
+            handle = _running_with(client, identity, log, job) or client.submit(job, validated=True)
             outcome = Outcome(handle.app_id, "UNDEFINED")
             live: LiveOutput | None = None
             try:
@@ -129,6 +131,34 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
     if outcome.final_status != "SUCCEEDED":
         print(failure_line(outcome.application_id, outcome.final_status, outcome.diagnostics), file=log, flush=True)
     return outcome
+
+
+LIVE_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
+
+
+def _running_with(client: TonyClient, identity: Sequence[str], log: TextIO, job: JobSpec) -> JobHandle | None:
+    """The application an earlier try of this scheduler job submitted, if it still runs: a retry follows it
+    (its output is being written; a second application would write the same output). YARN keeps tags
+    lowercase. A client-mode job's chief ran in the process that is gone: that application is killed."""
+    if not identity:
+        return None
+    wanted = {t.lower() for t in identity}
+    try:
+        found = [a for a in client.rm.applications(states=LIVE_STATES, tags=[sorted(wanted)[0]])
+                 if wanted <= {t.lower() for t in a.tags}]
+    except Exception as exc:  # no answer: submitting is what the scheduler asked for
+        print(f"could not look for an application of an earlier try ({exc}); submitting", file=log, flush=True)
+        return None
+    if not found:
+        return None
+    earlier = max(found, key=lambda a: (a.started_time, a.id))
+    if job.local_types():
+        print(f"killing {earlier.id}, submitted by an earlier try: its client-mode chief is gone", file=log, flush=True)
+        client.kill(earlier.id)
+        return None
+    print(f"Following {earlier.id}, submitted by an earlier try of this job and still {earlier.state}",
+          file=log, flush=True)
+    return client.handle(earlier.id)
 
 
 def _live_output(client: TonyClient, out: TextIO) -> LiveOutput:

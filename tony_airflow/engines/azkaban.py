@@ -140,8 +140,19 @@ def job_options(props: Mapping[str, str]) -> dict[str, Any]:
             raise UsageError(f"tensorboard: {opts['tensorboard']!r}; allowed: true, false")
         opts["tensorboard"] = value == "true"
     tags = [t for t in str(opts.get("tags") or "").split(",") if t]
-    opts["tags"] = tags + [f"{tag}:{props[key]}"[:100] for key, tag in AZKABAN_TAG_KEYS.items() if props.get(key)]
+    opts["tags"] = tags + azkaban_tags(props)
     return opts
+
+
+def azkaban_tags(props: Mapping[str, str]) -> list[str]:
+    """`azkaban_exec_id:…`, `azkaban_job_id:…` and the like, from what Azkaban hands the job."""
+    return [f"{tag}:{props[key]}"[:100] for key, tag in AZKABAN_TAG_KEYS.items() if props.get(key)]
+
+
+def identity_tags(props: Mapping[str, str]) -> list[str]:
+    """The tags that name this job of this flow execution (the same in a retry of it), or none when
+    Azkaban did not give the execution and the job."""
+    return azkaban_tags(props) if props.get("azkaban.flow.execid") and props.get("azkaban.job.id") else []
 
 
 def write_output_props(path: str | None, outcome: Outcome) -> None:
@@ -157,11 +168,13 @@ def run(env: Mapping[str, str]) -> int:
     prop_file = env.get("JOB_PROP_FILE")
     if not prop_file:
         raise UsageError("JOB_PROP_FILE: not set; this entry point is run by Azkaban's ProcessJob")
-    job = build_job_spec(job_options(read_job_props(prop_file)))
+    props = read_job_props(prop_file)
+    job = build_job_spec(job_options(props))
 
     def submitted(app_id: str) -> None:
         print(f"Submitted application {app_id}", flush=True)  # Azkaban finds application ids in the log
 
     outcome = run_to_completion(job, on_submitted=submitted, log=sys.stdout,
-                                on_outcome=lambda o: write_output_props(env.get("JOB_OUTPUT_PROP_FILE"), o))
+                                on_outcome=lambda o: write_output_props(env.get("JOB_OUTPUT_PROP_FILE"), o),
+                                identity=identity_tags(props))
     return outcome.exit_code

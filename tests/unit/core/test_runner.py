@@ -69,3 +69,65 @@ def test_a_signal_before_submission_submits_nothing():
         run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
                           client_factory=lambda: client)
     assert exc.value.code == 143 and client.submitted == 0
+
+
+class RetriedClient(FakeClient):
+    """A scheduler's retry: the RM holds applications an earlier try submitted (tags as YARN keeps them)."""
+
+    def __init__(self, apps: list[ApplicationReport]) -> None:
+        super().__init__(signal_during="")
+        self.asked: list[tuple] = []
+        self.followed: list[str] = []
+        self.killed: list[str] = []
+        apps_ = apps
+
+        class RM:
+            def applications(self_, states=None, tags=None):
+                self.asked.append((tuple(states or ()), tuple(tags or ())))
+                return [a for a in apps_ if set(tags or ()) & set(a.tags)]
+
+        self.rm = RM()
+        del self.handle  # the client's method, not FakeClient's one handle
+
+    def submit(self, job: object, validated: bool = False) -> FakeHandle:
+        self.submitted += 1
+        return FakeHandle()
+
+    def handle(self, app_id: str) -> FakeHandle:
+        self.followed.append(app_id)
+        return FakeHandle()
+
+    def kill(self, app_id: str) -> None:
+        self.killed.append(app_id)
+
+
+IDENTITY = ["azkaban_exec_id:41", "azkaban_job_id:Train", "azkaban_project:p"]
+
+
+def _app(app_id: str, state: str, tags: tuple[str, ...], started: int = 1) -> ApplicationReport:
+    return ApplicationReport(app_id, state, "UNDEFINED", tags=tags, started_time=started)
+
+
+def test_a_retried_scheduler_job_follows_its_running_application_instead_of_submitting_again():
+    mine = ("azkaban_exec_id:41", "azkaban_job_id:train", "azkaban_project:p", "tony-airflow")  # YARN: lowercase
+    other_job = ("azkaban_exec_id:41", "azkaban_job_id:evaluate", "azkaban_project:p")
+    client = RetriedClient([_app("application_1_0003", "RUNNING", mine), _app("application_1_0004", "RUNNING",
+                                                                                   other_job, started=2)])
+    log = io.StringIO()
+    outcome = run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=log,
+                                client_factory=lambda: client, identity=IDENTITY)
+    assert client.submitted == 0 and client.followed == ["application_1_0003"]
+    assert outcome.final_status == "SUCCEEDED"
+    assert "Following application_1_0003, submitted by an earlier try" in log.getvalue()
+    assert client.asked == [(("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING"), ("azkaban_exec_id:41",))]
+
+
+def test_without_a_running_application_of_an_earlier_try_a_retry_submits():
+    client = RetriedClient([_app("application_1_0004", "RUNNING", ("azkaban_exec_id:40", "azkaban_job_id:train"))])
+    run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
+                      client_factory=lambda: client, identity=IDENTITY)
+    assert client.submitted == 1 and client.followed == []
+    plain = RetriedClient([])
+    run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
+                      client_factory=lambda: plain)
+    assert plain.submitted == 1 and plain.asked == []  # no identity (ytf-submit by hand): never looked for
