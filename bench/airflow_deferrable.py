@@ -2,10 +2,11 @@
 
 What is measured is the cost of waiting on YARN from Airflow, for N = 1, 10, 50, 200:
 - deferrable, shared poll: N `YarnApplicationTrigger`s running in one process's event loop, as
-  Airflow's triggerer runs them, sharing one ResourceManager poll per interval (triggers/poller.py);
+  Airflow's triggerer runs them, sharing one ResourceManager poll per interval (Airflow's shared
+  streams, triggers/rm_rounds.py);
   the deferred tasks hold no worker slot;
-- deferrable, per task: the same triggers, each with a poller of its own (how they polled before:
-  one request per task per interval), for comparison;
+- deferrable, per task: the same triggers, each with a poll of its own (`run()`, as a triggerer
+  without shared streams runs them), for comparison;
 - poke: N `YarnApplicationSensor`s in poke mode, one process each, as N worker slots run them
   (up to N = 50: 200 Airflow processes do not fit this machine's purpose).
 Both poll every POLL_S seconds. Reported: resident memory of the waiting processes (summed),
@@ -90,22 +91,22 @@ def _peak_rss_kib() -> int:
 
 def triggerer(proxy: str, app_ids: list[str], n: int, window: float, shared: bool = True) -> None:
     """One process, N triggers in one event loop (what Airflow's triggerer does with them)."""
+    from airflow.triggers.shared_stream import SharedStreamManager
+
     from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
 
-    class PerTaskTrigger(YarnApplicationTrigger):
-        def poller_key(self) -> tuple:
-            return ("per-task", id(self))  # a poller of its own: one request per trigger per interval
-
-    kind = YarnApplicationTrigger if shared else PerTaskTrigger
-
     async def main() -> None:
-        triggers = [kind(app_ids[i % len(app_ids)], [proxy], poll_interval=POLL_S) for i in range(n)]
+        triggers = [YarnApplicationTrigger(app_ids[i % len(app_ids)], [proxy], poll_interval=POLL_S)
+                    for i in range(n)]
+        manager = SharedStreamManager()  # what Airflow's triggerer runs triggers with a shared stream key through
 
-        async def drain(t: YarnApplicationTrigger) -> None:
-            async for _ in t.run():
+        async def drain(i: int, t: YarnApplicationTrigger) -> None:
+            events = (t.filter_shared_stream(manager.subscribe(trigger_id=i, trigger=t, key=t.shared_stream_key()))
+                      if shared else t.run())  # per task: a poll of its own, one request set per trigger per round
+            async for _ in events:
                 return
 
-        tasks = [asyncio.create_task(drain(t)) for t in triggers]
+        tasks = [asyncio.create_task(drain(i, t)) for i, t in enumerate(triggers)]
         print("ready", flush=True)
         await asyncio.sleep(window)
         for task in tasks:

@@ -77,7 +77,10 @@ class FakeResourceManager:
                     return
                 query = parse_qs(urlsplit(self.path).query)
                 wanted = set(",".join(query.get("states", [])).split(",")) - {""}
-                apps = [self._report(i, a) for i, a in rm.apps.items() if not wanted or a.current()[0] in wanted]
+                tags = set(",".join(query.get("applicationTags", [])).split(",")) - {""}  # any of them, as the RM
+                apps = [self._report(i, a) for i, a in rm.apps.items()
+                        if (not wanted or a.current()[0] in wanted)
+                        and (not tags or tags & set(a.tags.split(",")))]
                 self._send(200, {"apps": {"app": apps} if apps else None})
 
             def _output(self) -> None:

@@ -31,7 +31,7 @@ import skein
 from tony_airflow.core import protocol
 from tony_airflow.core.history.store import history_dir
 from tony_airflow.core.placement import initial_tasks, service_names
-from tony_airflow.core.protocol import PROGRESS_JSON, SUBMITTED_AT_ENV, Progress, am_page_url, is_proxied
+from tony_airflow.core.protocol import APP_TAG, PROGRESS_JSON, SUBMITTED_AT_ENV, Progress, am_page_url, is_proxied
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn import staging_dirs, submission
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tony.client")
 
-APP_TAG = "tony-airflow"
 
 
 def build_application(job: JobSpec, staging: Path, secret: str,

@@ -24,6 +24,7 @@ CLUSTER_SPEC = "/v1/cluster-spec"
 HEARTBEAT = "/v1/heartbeat"
 FINISHED = "/v1/finished"
 OUTPUT = "/v1/output"        # an executor ships its command's new output (core/output.py)
+APP_TAG = "tony-airflow"  # every application of this project carries it (the triggers' shared poll asks by it)
 STATUS_JSON = "/status.json"
 PROGRESS_JSON = "/progress.json"  # {"progress": Progress, "address": the registry's host:port}
 AM_PAGES = "/pages/tony"  # where skein's web UI (the tracking URL) passes requests on to the AM's server

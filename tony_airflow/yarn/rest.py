@@ -139,12 +139,18 @@ def _kill_call(app_id: str, user: str) -> _Call:
     return _Call("PUT", f"/ws/v1/cluster/apps/{app_id}/state", {"user.name": user}, {"state": "KILLED"})
 
 
-def _apps_call(states: Iterable[str] | None, tags: Iterable[str] | None) -> _Call:
+def _apps_call(states: Iterable[str] | None, tags: Iterable[str] | None, finished_since_ms: int | None = None,
+               user: str | None = None) -> _Call:
+    """RMWebServices' getApps: `tags` any of them; `finished_since_ms` only applications that ended since."""
     params = {}
     if states:
         params["states"] = ",".join(states)
     if tags:
         params["applicationTags"] = ",".join(tags)
+    if finished_since_ms is not None:
+        params["finishedTimeBegin"] = str(finished_since_ms)
+    if user:
+        params["user"] = user
     return _Call("GET", "/ws/v1/cluster/apps", params)
 
 
@@ -288,6 +294,6 @@ class AsyncResourceManagerClient(_Base):
     async def kill(self, app_id: str) -> None:
         await self._do(_kill_call(app_id, self.user))
 
-    async def applications(self, states: Iterable[str] | None = None,
-                           tags: Iterable[str] | None = None) -> list[ApplicationReport]:
-        return _parse_apps(await self._do(_apps_call(states, tags)))
+    async def applications(self, states: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+                           finished_since_ms: int | None = None, user: str | None = None) -> list[ApplicationReport]:
+        return _parse_apps(await self._do(_apps_call(states, tags, finished_since_ms, user)))

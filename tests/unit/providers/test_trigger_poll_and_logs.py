@@ -9,8 +9,7 @@ import pytest
 from tests.unit.airflow_context import task_context
 from tests.unit.fake_rm import FakeApp, FakeResourceManager
 from tests.unit.providers.test_yarn_provider import RUNNING, _operator, fake_rm  # noqa: F401  (fixture)
-from tony_airflow.providers.yarn.triggers.poller import poller_of
-from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
+from tony_airflow.providers.yarn.triggers.yarn import MAX_CONSECUTIVE_ERRORS, YarnApplicationTrigger
 
 LOGS_OUTPUT = """LogType:tony-output-worker-0-a1.txt
 LogLength:14
@@ -25,36 +24,67 @@ def _ids(n: int) -> list[str]:
     return [f"application_1700000000000_{i:04d}" for i in range(1, n + 1)]
 
 
+async def _through_airflows_shared_streams(triggers: list[YarnApplicationTrigger]) -> list[dict]:
+    """What Airflow's triggerer does with triggers that declare a shared stream key: one poll per key,
+    each trigger's own filter over it."""
+    from airflow.triggers.shared_stream import SharedStreamManager
+
+    manager = SharedStreamManager()
+
+    async def one(i: int, t: YarnApplicationTrigger) -> dict:
+        key = t.shared_stream_key()
+        try:
+            async for event in t.filter_shared_stream(manager.subscribe(trigger_id=i, trigger=t, key=key)):
+                return event.payload
+        finally:
+            await manager.unsubscribe(i, key)
+        raise AssertionError("no event")
+
+    try:
+        return list(await asyncio.gather(*(one(i, t) for i, t in enumerate(triggers))))
+    finally:
+        await manager.stop_all()
+
+
 @pytest.mark.parametrize("n", [1, 10, 50, 200])
-def test_n_triggers_on_one_rm_cost_one_request_per_round(fake_rm: FakeResourceManager, n):  # noqa: F811
+def test_n_triggers_on_one_rm_cost_two_requests_per_round(fake_rm: FakeResourceManager, n):  # noqa: F811
     rounds = 4
     for app_id in _ids(n):
-        fake_rm.apps[app_id] = FakeApp([("RUNNING", "UNDEFINED")] * rounds + [("FINISHED", "SUCCEEDED")])
+        fake_rm.apps[app_id] = FakeApp([("RUNNING", "UNDEFINED")] * rounds + [("FINISHED", "SUCCEEDED")],
+                                       tags="tony-airflow")
     triggers = [YarnApplicationTrigger(a, [fake_rm.url], poll_interval=0.05) for a in _ids(n)]
-
-    async def run_all() -> tuple[list[dict], int]:
-        async def one(t: YarnApplicationTrigger) -> dict:
-            async for event in t.run():
-                return event.payload
-            raise AssertionError("no event")
-        tasks = [asyncio.create_task(one(t)) for t in triggers]
-        await asyncio.sleep(0.01)
-        poller = poller_of(triggers[0].poller_key())
-        events = await asyncio.gather(*tasks)
-        return events, poller.rounds
-
-    events, polls = asyncio.run(run_all())
+    events = asyncio.run(_through_airflows_shared_streams(triggers))
     assert [e["status"] for e in events] == ["success"] * n
-    lists = sum(1 for m, p in fake_rm.requests if p.startswith("/ws/v1/cluster/apps?"))
-    singles = sum(1 for m, p in fake_rm.requests if p.startswith("/ws/v1/cluster/apps/application_"))
-    assert lists == polls <= rounds + 2          # one list per round for all N, not one request per trigger
-    assert singles == n                          # and one look at each application when it has ended
+    lists = [p for m, p in fake_rm.requests if p.startswith("/ws/v1/cluster/apps?")]
+    singles = [p for m, p in fake_rm.requests if p.startswith("/ws/v1/cluster/apps/application_")]
+    assert len(lists) <= 2 * (rounds + 2) and not singles  # one poll for all N, not a request per trigger
+    assert all("applicationTags=tony-airflow" in p for p in lists)  # this project's applications only
 
 
-def test_triggers_of_different_rms_do_not_share(fake_rm: FakeResourceManager):  # noqa: F811
+def test_an_application_of_another_tool_is_asked_for_by_its_own_trigger(fake_rm: FakeResourceManager):  # noqa: F811
+    fake_rm.apps[_ids(1)[0]] = FakeApp([("RUNNING", "UNDEFINED"), ("FINISHED", "SUCCEEDED")], tags="spark")
+    events = asyncio.run(_through_airflows_shared_streams([YarnApplicationTrigger(_ids(1)[0], [fake_rm.url],
+                                                                                  poll_interval=0.05)]))
+    assert events[0]["status"] == "success"
+    assert any(p.startswith(f"/ws/v1/cluster/apps/{_ids(1)[0]}") for _, p in fake_rm.requests)
+
+
+def test_triggers_share_a_poll_only_with_the_same_rm_credentials_and_interval(fake_rm: FakeResourceManager):  # noqa: F811
     a = YarnApplicationTrigger(_ids(1)[0], [fake_rm.url], user="alice")
-    b = YarnApplicationTrigger(_ids(1)[0], [fake_rm.url], user="bob")
-    assert a.poller_key() != b.poller_key()
+    assert a.shared_stream_key() == YarnApplicationTrigger(_ids(2)[1], [fake_rm.url], user="alice").shared_stream_key()
+    assert a.shared_stream_key() != YarnApplicationTrigger(_ids(1)[0], [fake_rm.url], user="bob").shared_stream_key()
+    slow = YarnApplicationTrigger(_ids(1)[0], [fake_rm.url], user="alice", poll_interval=60)
+    assert a.shared_stream_key() != slow.shared_stream_key()  # a 60 s trigger never lives on 5 s rounds
+
+
+def test_each_trigger_spends_its_own_error_budget(fake_rm: FakeResourceManager):  # noqa: F811
+    fake_rm.apps[_ids(1)[0]] = FakeApp([("RUNNING", "UNDEFINED")], tags="tony-airflow")
+    fake_rm.fail_with = 503
+    events = asyncio.run(_through_airflows_shared_streams([YarnApplicationTrigger(_ids(1)[0], [fake_rm.url],
+                                                                                  poll_interval=0.05)]))
+    assert events[0]["status"] == "error" and "cannot watch" in events[0]["message"]
+    lists = [p for m, p in fake_rm.requests if p.startswith("/ws/v1/cluster/apps?")]
+    assert len(lists) <= MAX_CONSECUTIVE_ERRORS + 1  # one failed request per round, three rounds
 
 
 def _logged(capsys) -> str:

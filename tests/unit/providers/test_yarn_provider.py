@@ -186,12 +186,13 @@ def test_trigger_serialize_round_trips():
 
 @pytest.mark.parametrize("final, status", [("SUCCEEDED", "success"), ("FAILED", "failed")])
 def test_trigger_yields_one_event_when_the_application_ends(fake_rm, final, status):
-    fake_rm.apps[APP] = FakeApp(RUNNING + [("FINISHED", final)], diagnostics="worker:1 exit 1: loss is NaN")
+    fake_rm.apps[APP] = FakeApp(RUNNING + [("FINISHED", final)], diagnostics="worker:1 exit 1: loss is NaN",
+                                tags="tony-airflow")
     events = _events(YarnApplicationTrigger(APP, [fake_rm.url], poll_interval=0.01))
     assert [e["status"] for e in events] == [status]
     assert events[0]["final_status"] == final
-    # one request per poll (the list of active applications), and one for the application once it ended
-    assert fake_rm.count("GET") == 5
+    # two requests per round (this project's active applications, and those that ended lately), three rounds
+    assert fake_rm.count("GET") == 6
 
 
 def test_trigger_turns_rm_errors_into_an_error_event(fake_rm):

@@ -1,27 +1,34 @@
 """`YarnApplicationTrigger`: waits in Airflow's triggerer for a YARN application to end.
 
 It polls the ResourceManager REST API asynchronously, so one triggerer can
-watch many training jobs without holding a worker slot each; the triggers of
-one triggerer that watch the same ResourceManager share one poll per interval
-(triggers/poller.py). With `stream_logs` it writes the chief's new output
-lines into the task's log while the task is deferred. It carries the
-resolved ResourceManager addresses (not a connection id), so it needs no
-connection lookup in the triggerer. Every outcome, including "the RM did not
-answer", is an event; the operator or sensor decides what it means.
+watch many training jobs without holding a worker slot each. The triggers of
+one triggerer that watch the same ResourceManager with the same credentials and
+interval share one poll per interval through Airflow's own shared streams
+(`shared_stream_key`, `open_shared_stream`, `filter_shared_stream`; the poll is
+triggers/rm_rounds.py); each trigger keeps its own error budget and `on_kill`.
+With `stream_logs` it writes the chief's new output lines into the task's log
+while the task is deferred. It carries the resolved ResourceManager addresses
+(not a connection id), so it needs no connection lookup in the triggerer.
+Every outcome, including "the RM did not answer", is an event; the operator
+or sensor decides what it means.
+
+It is a `BaseEventTrigger` because Airflow offers shared streams to those only;
+Airflow's triggerer then counts it among its "watchers" in its status line.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Hashable
 from typing import Any
 
 import httpx
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from tony_airflow.core.output_follow import FOLLOW_TIMEOUT_S, FollowState, OutputFollower
+from tony_airflow.core.protocol import APP_TAG
 from tony_airflow.providers.yarn.connection import YarnSettings, http_auth
-from tony_airflow.providers.yarn.triggers.poller import watching
+from tony_airflow.providers.yarn.triggers.rm_rounds import Round, rounds
 from tony_airflow.yarn.rest import ApplicationReport, AsyncResourceManagerClient
 
 MAX_CONSECUTIVE_ERRORS = 3  # transient RM errors tolerated before the trigger gives up with an error event
@@ -36,7 +43,7 @@ def event_payload(report: ApplicationReport) -> dict[str, Any]:
             "tracking_url": report.tracking_url}
 
 
-class YarnApplicationTrigger(BaseTrigger):
+class YarnApplicationTrigger(BaseEventTrigger):
     """Fires once, when `application_id` is FINISHED, FAILED or KILLED (or cannot be watched)."""
 
     def __init__(self, application_id: str, rm_addresses: list[str], user: str | None = None,
@@ -84,11 +91,38 @@ class YarnApplicationTrigger(BaseTrigger):
                                       keytab=self.keytab))
         return AsyncResourceManagerClient(self.rm_addresses, user=self.user, auth=auth)
 
-    def poller_key(self) -> tuple:
-        """Triggers with the same key share one ResourceManager poll (triggers/poller.py)."""
-        return (tuple(self.rm_addresses), self.user, self.auth, self.principal, self.keytab)
+    def shared_stream_key(self) -> Hashable:
+        """Triggers with equal keys share one ResourceManager poll: the same RM, credentials and interval
+        (a 60 s trigger never lives on a 1 s trigger's rounds, nor spends its errors)."""
+        return ("tony-airflow:rm-rounds", tuple(self.rm_addresses), self.user, self.auth, self.principal,
+                self.keytab, self.poll_interval)
+
+    @classmethod
+    async def open_shared_stream(cls, kwargs: dict[str, Any]) -> AsyncGenerator[Round, None]:
+        """The group's poll (Airflow calls it once per group, with one member's kwargs; only the key's
+        fields are used)."""
+        trigger = cls(**kwargs)
+        async with contextlib.aclosing(rounds(trigger._client(), trigger.poll_interval, tags=[APP_TAG],
+                                              user=trigger.user)) as stream:
+            async for found in stream:
+                yield found
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Standalone (a triggerer that does not share streams, tests): a poll of its own."""
+        try:
+            own = type(self).open_shared_stream(self.serialize()[1])
+        except Exception as exc:  # e.g. Kerberos asked but its package is missing
+            yield TriggerEvent({"status": "error", "application_id": self.application_id, "message": str(exc)})
+            return
+        async with contextlib.aclosing(own) as stream, \
+                contextlib.aclosing(self.filter_shared_stream(stream)) as events:
+            async for event in events:
+                yield event
+                return
+
+    async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncGenerator[TriggerEvent, None]:
+        """This trigger's application in each round: its state changes logged, the chief's output streamed,
+        one event when it has ended, or when the RM has not answered for MAX_CONSECUTIVE_ERRORS rounds."""
         seen: tuple[str, ...] | None = tuple(self.seen_state) if self.seen_state else None
         errors = 0
         try:
@@ -99,20 +133,20 @@ class YarnApplicationTrigger(BaseTrigger):
         follower = OutputFollower(FollowState.from_dict(self.follow), self.log_tail_lines) if self.stream_logs else None
         output_http = (httpx.AsyncClient(auth=client.auth, timeout=FOLLOW_TIMEOUT_S, follow_redirects=True)
                        if follower is not None else contextlib.nullcontext())
-        async with watching(self.poller_key(), self._client, self.application_id, self.poll_interval) as sub, \
-                output_http as http:
-            while True:
-                outcome = await sub.queue.get()
-                if isinstance(outcome, BaseException):
+        async with output_http as http:
+            async for found in shared_stream:
+                try:
+                    report = await self._report_in(found, client)
+                except Exception as exc:
                     errors += 1
                     self.log.warning("%s: ResourceManager error %d/%d: %s", self.application_id, errors,
-                                     MAX_CONSECUTIVE_ERRORS, outcome)
+                                     MAX_CONSECUTIVE_ERRORS, exc)
                     if errors >= MAX_CONSECUTIVE_ERRORS:
                         yield TriggerEvent({"status": "error", "application_id": self.application_id,
-                                            "message": f"cannot watch {self.application_id}: {outcome}"})
+                                            "message": f"cannot watch {self.application_id}: {exc}"})
                         return
                     continue
-                report, errors = outcome, 0
+                errors = 0
                 if (report.state, report.final_status) != seen:
                     seen = (report.state, report.final_status)
                     self.log.info("%s %s %s", self.application_id, report.state, report.final_status)
@@ -125,6 +159,13 @@ class YarnApplicationTrigger(BaseTrigger):
                         payload["follow"] = follower.snapshot().to_dict()
                     yield TriggerEvent(payload)
                     return
+
+    async def _report_in(self, found: Round, client: AsyncResourceManagerClient) -> ApplicationReport:
+        """This application's report from the round, else asked for (not this project's, or ended long ago)."""
+        if found.error:
+            raise ConnectionError(found.error)
+        report = found.reports.get(self.application_id)
+        return report if report is not None else await client.application(self.application_id)
 
     async def on_kill(self) -> None:
         """The user killed the deferred task (mark failed, clear): stop the application with it."""
