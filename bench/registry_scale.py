@@ -6,7 +6,7 @@ that sign, register and long-poll for the cluster spec, as real executors do.
 Prints, per N, the time until every executor holds the cluster spec and the
 AM process's resident memory. Aim: 5000 executors in under 3 s, growing linearly.
 
-    .venv/bin/python -m bench.registry_scale [N ...]
+    .venv/bin/python -m bench.registry_scale [N ...] [--steady-seconds S]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from tony_airflow.yarn.local.processes import rss_kib
 
 DEFAULT_SIZES = (100, 500, 1000, 2000, 5000)
 AIM_EXECUTORS, AIM_S = 5000, 3.0  # every executor holds the spec within AIM_S seconds (issue #30 item 11)
+STEADY_AT, STEADY_S, AIM_RSS_MIB = 1000, 60.0, 256  # issue #30 item 12: the AM shares a 512 MiB container
 LINEAR_EXPONENT = 1.3  # time ~ n^k from 1000 executors up: above this, it grows faster than linearly
 SECRET = "bench-" + "0" * 58
 
@@ -81,35 +82,80 @@ async def _run_executors(port: int, n: int) -> float:
         return time.perf_counter() - start
 
 
-def measure(n: int) -> tuple[float, int]:
+async def _steady_executor(session: aiohttp.ClientSession, base: str, index: int, until: float,
+                           sent: list[int]) -> None:
+    """A running task: a heartbeat and a 1 KiB piece of output every second (what the AM holds grows)."""
+    offset = 0
+    line = f"worker {index}: step done, loss 0.1234\n"
+    piece = (line * (1024 // len(line) + 1))[:1024]
+    while time.monotonic() < until:
+        began = time.monotonic()
+        for path, message in ((protocol.HEARTBEAT, {"type": "worker", "index": index, "attempt": 1}),
+                              (protocol.OUTPUT, {"type": "worker", "index": index, "attempt": 1,
+                                                 "offset": offset, "text": piece})):
+            body = json.dumps(message).encode()
+            headers = {**protocol.sign(SECRET, "POST", path, body), "Content-Type": "application/json"}
+            async with session.post(base + path, data=body, headers=headers) as resp:
+                assert resp.status == 200, await resp.text()
+            sent[0] += 1
+        offset += len(piece)
+        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
+
+
+async def _run_steady(port: int, n: int, seconds: float) -> float:
+    """Requests per second the AM answered while N tasks ran for `seconds`."""
+    base = f"http://127.0.0.1:{port}"
+    sent = [0]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                     timeout=aiohttp.ClientTimeout(total=120)) as session:
+        start = time.monotonic()
+        await asyncio.gather(*(_steady_executor(session, base, i, start + seconds, sent) for i in range(n)))
+        return sent[0] / (time.monotonic() - start)
+
+
+def measure(n: int, steady_s: float = 0.0) -> tuple[float, int, int | None, float]:
+    """(seconds until all hold the spec, AM RSS then, AM RSS after `steady_s` of running tasks, their request rate)."""
     am = subprocess.Popen([sys.executable, "-m", "bench.registry_scale", "--serve", str(n)],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    steady_rss, rate = None, 0.0
     try:
         port = int(am.stdout.readline())
         seconds = asyncio.run(_run_executors(port, n))
         rss = rss_kib(am.pid)
+        if steady_s > 0:
+            rate = asyncio.run(_run_steady(port, n, steady_s))
+            steady_rss = rss_kib(am.pid)
     finally:
         am.stdin.close()
         am.wait(timeout=30)
-    return seconds, rss
+    return seconds, rss, steady_rss, rate
 
 
-def run(sizes: list[int] | None = None) -> Report:
+def run(sizes: list[int] | None = None, steady_s: float = STEADY_S) -> Report:
     _raise_fd_limit()
     rows, data = [], []
+    steady: list[tuple[int, float, float]] = []
     for n in sizes or DEFAULT_SIZES:
-        seconds, rss = measure(n)
-        rows.append([n, f"{seconds:.3f}", f"{seconds / n * 1000:.3f}", f"{rss / 1024:.1f}"])
+        seconds, rss, steady_rss, rate = measure(n, steady_s if n == STEADY_AT else 0.0)
+        rows.append([n, f"{seconds:.3f}", f"{seconds / n * 1000:.3f}", f"{rss / 1024:.1f}",
+                     f"{steady_rss / 1024:.1f} ({rate:.0f} req/s)" if steady_rss is not None else "-"])
         data.append((n, seconds, rss / 1024))
+        if steady_rss is not None:
+            steady.append((n, steady_rss / 1024, rate))
         print(f"{n} executors: {seconds:.3f} s", file=sys.stderr)
     return Report(
         name="registry_scale", title="Registry: simulated executors registering with the real AM server",
         command=".venv/bin/python -m bench.registry_scale",
-        columns=["executors", "all hold spec (s)", "per 1000 (s)", "AM RSS (MiB)"], rows=rows,
-        notes=[f"{os.cpu_count()} cores, python {sys.version.split()[0]}"],
-        aims=[f"{AIM_EXECUTORS} executors in under {AIM_S:.0f} s"],
+        columns=["executors", "all hold spec (s)", "per 1000 (s)", "AM RSS (MiB)",
+                 f"AM RSS after {steady_s:.0f} s running (MiB)"], rows=rows,
+        notes=[f"{os.cpu_count()} cores, python {sys.version.split()[0]}",
+               f"running: each task sends a heartbeat and 1 KiB of output every second, at {STEADY_AT} tasks"],
+        aims=[f"{AIM_EXECUTORS} executors in under {AIM_S:.0f} s",
+              f"AM resident memory under {AIM_RSS_MIB} MiB with {STEADY_AT} running tasks"],
         verdicts=[f"{n} executors in {s:.2f} s: aim {'met' if s < AIM_S else 'missed'}"
-                  for n, s, _ in data if n == AIM_EXECUTORS] + growth_verdicts([(n, s) for n, s, _ in data]),
+                  for n, s, _ in data if n == AIM_EXECUTORS] + growth_verdicts([(n, s) for n, s, _ in data])
+        + [f"{n} running tasks: AM at {mib:.0f} MiB: {'PASS' if mib < AIM_RSS_MIB else 'FAIL'}"
+           for n, mib, _ in steady],
         data={"points": data}, plot=_plot)
 
 
@@ -143,7 +189,12 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--serve"]:
         serve(int(argv[1]))
         return
-    print(run([int(a) for a in argv] or None).table())
+    steady_s = STEADY_S
+    if "--steady-seconds" in argv:
+        at = argv.index("--steady-seconds")
+        steady_s = float(argv[at + 1])
+        argv = argv[:at] + argv[at + 2:]
+    print(run([int(a) for a in argv] or None, steady_s).table())
 
 
 if __name__ == "__main__":

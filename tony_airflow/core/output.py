@@ -11,11 +11,15 @@ attempt's output. Light on purpose: the executor imports it at start-up.
 
 from __future__ import annotations
 
+import collections
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 AM_KEEP_CHARS = 128 * 1024        # what the AM holds per task (readers that fall behind skip, told so)
+AM_TOTAL_KEEP_CHARS = 32 * 2**20  # ... and for all tasks together: the AM shares a 512 MiB container
+AM_MIN_KEEP_CHARS = 8 * 1024      # ... but never less than this per task (a traceback's worth)
 EXECUTOR_KEEP_CHARS = 256 * 1024  # what an executor holds that the AM has not taken yet
 SHIP_CHARS = 64 * 1024            # at most this much per request to the AM
 MAX_PARTIAL_CHARS = 16 * 1024     # a line longer than this is handed out in pieces (the held part travels
@@ -121,10 +125,11 @@ class OutputCursor:
         self.finished = bool(answer.get("finished")) and self.offset >= int(answer.get("end", self.offset))
         return out
 
-    def rest(self, whole_text: str) -> list[str]:
-        """The lines after this cursor in the attempt's whole output (the aggregated file), and the last partial."""
-        out = self._feed(whole_text[self.offset:]) if len(whole_text) > self.offset else []
-        self.offset = max(self.offset, len(whole_text))
+    def rest(self, text: str) -> list[str]:
+        """The lines of `text`, the attempt's output from this cursor's offset on (read from the aggregated
+        file), and the last partial."""
+        out = self._feed(text) if text else []
+        self.offset += len(text)
         return out + self.flush()
 
     def flush(self) -> list[str]:
@@ -161,18 +166,61 @@ def failed_task(diagnostics: str) -> tuple[str, int] | None:
     return FAILED_TASK.search(last).group("task"), int(attempt.group("n")) if attempt else 1  # type: ignore[union-attr]
 
 
-def aggregated_text(logs_output: str, file_name: str) -> str | None:
-    """One file's content in the output of `yarn logs` (LogsCLI), or None if it is not there."""
-    starts = list(re.finditer(rf"(?m)^LogType:{re.escape(file_name)}\n", logs_output))  # not "End of LogType:"
-    if not starts:
-        return None
-    head = logs_output[starts[-1].end():]
-    length = re.search(r"LogLength:(\d+)\n", head)
-    contents = head.find("LogContents:\n")
-    if contents < 0:
-        return None
-    body = head[contents + len("LogContents:\n"):]
-    if length:  # LogLength counts bytes
-        return body.encode()[:int(length.group(1))].decode(errors="replace")
-    end = body.find(f"End of LogType:{file_name}")
-    return body[:end] if end >= 0 else body
+class AggregatedFile:
+    """One file's content taken from the lines of `yarn logs` (LogsCLI) as they come: of its last copy,
+    only what follows its first `skip` characters, or only its last `tail` lines. What is held is what is
+    kept: a task's output of gigabytes is never loaded whole."""
+
+    def __init__(self, file_name: str, skip: int = 0, tail: int | None = None):
+        self.file_name, self.skip, self.tail = file_name, skip, tail
+        self._found = False
+        self._state = "seek"      # seek -> header -> body -> seek
+        self._length: int | None = None
+        self._taken = 0           # bytes of the body read (LogLength counts bytes)
+        self._chars = 0           # characters of the body read (offsets count characters)
+        self._kept: collections.deque[str] = collections.deque(maxlen=None if tail is None else tail + 1)
+
+    def feed(self, line: str) -> None:
+        if line == f"LogType:{self.file_name}\n":  # a (later) copy of the file: it is the one taken
+            self._found, self._state, self._length, self._taken, self._chars = True, "header", None, 0, 0
+            self._kept.clear()
+        elif self._state == "header":
+            if line.startswith("LogLength:") and line[10:].strip().isdigit():
+                self._length = int(line[10:])
+            elif line == "LogContents:\n":
+                self._state = "body" if self._length != 0 else "seek"
+        elif self._state == "body":
+            if self._length is None:
+                if line.startswith(f"End of LogType:{self.file_name}"):
+                    self._state = "seek"
+                    return
+                self._take(line)
+                return
+            data = line.encode()
+            left = self._length - self._taken
+            if len(data) >= left:
+                self._take(data[:left].decode(errors="replace"))
+                self._state = "seek"
+            else:
+                self._take(line)
+            self._taken += min(len(data), left)
+
+    def _take(self, piece: str) -> None:
+        if self._chars + len(piece) > self.skip:
+            self._kept.append(piece[max(0, self.skip - self._chars):])
+        self._chars += len(piece)
+
+    def text(self) -> str | None:
+        """The content kept (from `skip` on, or the last `tail` lines), or None if the file was not there."""
+        if not self._found:
+            return None
+        text = "".join(self._kept)
+        return text if self.tail is None else "".join(text.splitlines(keepends=True)[-self.tail:])
+
+
+def aggregated_text(lines: Iterable[str], file_name: str, skip: int = 0, tail: int | None = None) -> str | None:
+    """One file's content in the output of `yarn logs`, read line by line (AggregatedFile)."""
+    found = AggregatedFile(file_name, skip, tail)
+    for line in lines:
+        found.feed(line)
+    return found.text()

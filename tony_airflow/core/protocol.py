@@ -13,6 +13,7 @@ import hashlib
 import heapq
 import hmac
 import json
+import math
 import secrets
 import time
 from dataclasses import MISSING, asdict, dataclass, fields
@@ -34,6 +35,10 @@ H_NONCE = "X-Tony-Nonce"
 H_SIGNATURE = "X-Tony-Signature"
 
 MAX_SKEW_S = 300.0
+# Nonces the AM remembers at most (~200 B each: 20 MB). Past that, the oldest are forgotten and requests
+# dated no later than the newest forgotten one are refused: at 1000 tasks sending two requests a second,
+# that refuses only requests more than 50 s old (hosts' clocks are kept by NTP; a request takes milliseconds).
+MAX_NONCES = 100_000
 SECRET_FILE = ".tony-secret"
 JOB_FILE = ".tony-job.json"
 
@@ -100,13 +105,15 @@ def sign(secret: str, method: str, path: str, body: bytes = b"") -> dict[str, st
 class Verifier:
     """Checks signatures and remembers recent nonces so a request cannot be replayed."""
 
-    def __init__(self, secret: str, max_skew: float = MAX_SKEW_S):
+    def __init__(self, secret: str, max_skew: float = MAX_SKEW_S, max_nonces: int = MAX_NONCES):
         self._key = secret.encode()
         self._max_skew = max_skew
+        self._max_nonces = max_nonces
         # A nonce is kept until its own timestamp goes stale (timestamp + skew), not for a time after
         # receipt: a request dated ahead of the AM's clock stays acceptable that much longer.
         self._seen: set[str] = set()
         self._expiry: list[tuple[float, str]] = []  # a heap of (when the nonce's request goes stale, nonce)
+        self._floor = -math.inf  # requests dated at or before it are refused: their nonces may be forgotten
 
     def check(self, method: str, path: str, headers, body: bytes) -> str | None:
         """None when the request is authentic, else the reason it is refused."""
@@ -119,6 +126,8 @@ class Verifier:
             return "malformed timestamp"
         if not abs(time.time() - sent) <= self._max_skew:  # also NaN
             return "stale request"
+        if sent <= self._floor:
+            return "stale request (older than the nonces this AM still holds)"
         expected = hmac.new(self._key, _message(method, path, timestamp, nonce, body), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, signature):
             return "bad signature"
@@ -129,6 +138,10 @@ class Verifier:
             return "replayed request"
         self._seen.add(nonce)
         heapq.heappush(self._expiry, (sent + self._max_skew, nonce))
+        while len(self._expiry) > self._max_nonces:  # bounded by count too, never by forgetting silently
+            stale_at, forgotten = heapq.heappop(self._expiry)
+            self._seen.discard(forgotten)
+            self._floor = max(self._floor, stale_at - self._max_skew)
         return None
 
 

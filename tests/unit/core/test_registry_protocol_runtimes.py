@@ -94,3 +94,33 @@ def test_a_request_signed_ahead_of_the_clock_cannot_be_replayed_before_it_goes_s
         assert v.check("POST", "/v1/heartbeat", ahead, b"{}") == "replayed request", later
     clock[0] = 1_000_000.0 + 501
     assert v.check("POST", "/v1/heartbeat", ahead, b"{}") == "stale request"
+
+
+def test_the_replay_cache_is_bounded_by_count_and_a_forgotten_nonce_still_cannot_be_replayed(monkeypatch):
+    """Issue #30 item 12: at 1000 tasks the nonces of 300 s were ~113 KB per task."""
+    clock = [1_000_000.0]
+    monkeypatch.setattr(protocol.time, "time", lambda: clock[0])
+    v = protocol.Verifier("s3cret", max_nonces=3)
+    sent = []
+    for _ in range(5):
+        clock[0] += 1
+        sent.append(protocol.sign("s3cret", "POST", "/v1/heartbeat", b"{}"))
+        assert v.check("POST", "/v1/heartbeat", sent[-1], b"{}") is None
+    assert len(v._seen) == 3 and len(v._expiry) == 3
+    for forgotten in sent[:2]:  # their nonces are gone; their dates are at or before the floor
+        assert v.check("POST", "/v1/heartbeat", forgotten, b"{}").startswith("stale request (older than")
+    assert v.check("POST", "/v1/heartbeat", sent[2], b"{}") == "replayed request"
+    clock[0] += 1
+    assert v.check("POST", "/v1/heartbeat", protocol.sign("s3cret", "POST", "/v1/heartbeat", b"{}"), b"{}") is None
+
+
+def test_the_output_the_am_holds_is_bounded_for_all_tasks_together():
+    from tony_airflow.core.am.outputs import Outputs, keep_per_task
+    from tony_airflow.core.output import AM_KEEP_CHARS, AM_MIN_KEEP_CHARS, AM_TOTAL_KEEP_CHARS
+
+    assert keep_per_task(3) == AM_KEEP_CHARS
+    assert keep_per_task(1000) * 1000 <= AM_TOTAL_KEEP_CHARS and keep_per_task(10**6) == AM_MIN_KEEP_CHARS
+    outs = Outputs(f"worker:{i}" for i in range(1000))
+    outs.receive(protocol.Output("worker", 7, 1, 0, "x" * AM_KEEP_CHARS), current_attempt=1)
+    answer = outs.answer("worker:7", 1, 0, finished=False, limit=AM_KEEP_CHARS)
+    assert answer["offset"] == AM_KEEP_CHARS - keep_per_task(1000) and len(answer["text"]) == keep_per_task(1000)

@@ -1,8 +1,9 @@
 """The AM's copy of each task's live output (shipped by the executors), served by offset.
 
-Only the last AM_KEEP_CHARS characters of a task's current attempt are held:
-the AM's memory stays bounded whatever the job prints, and a reader that
-falls behind is told how much it skipped (the aggregated file has it all).
+Only the last AM_KEEP_CHARS characters of a task's current attempt are held, and
+fewer when the job has many tasks (AM_TOTAL_KEEP_CHARS for all of them): the AM's
+memory stays bounded whatever the job prints, and a reader that falls behind is
+told how much it skipped (the aggregated file has it all).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tony_airflow.core import protocol
-from tony_airflow.core.output import AM_KEEP_CHARS, SHIP_CHARS, OutputLog
+from tony_airflow.core.output import AM_KEEP_CHARS, AM_MIN_KEEP_CHARS, AM_TOTAL_KEEP_CHARS, SHIP_CHARS, OutputLog
 
 FOLLOWED_TYPES = ("chief", "master", "worker")  # whose output a reader gets when it names no task
 
@@ -23,6 +24,11 @@ def default_task(types: Iterable[str]) -> str:
         if name in types:
             return f"{name}:0"
     return f"{types[0]}:0" if types else ""
+
+
+def keep_per_task(tasks: int) -> int:
+    """Characters held per task: AM_KEEP_CHARS, less when AM_TOTAL_KEEP_CHARS is shared by many."""
+    return max(AM_MIN_KEEP_CHARS, min(AM_KEEP_CHARS, AM_TOTAL_KEEP_CHARS // max(1, tasks)))
 
 
 @dataclass
@@ -38,6 +44,7 @@ class Outputs:
     def __init__(self, task_ids: Iterable[str]):
         self.task_ids = list(task_ids)
         self.default = default_task(t.split(":")[0] for t in self.task_ids)
+        self.keep = keep_per_task(len(self.task_ids))
         self._by_task: dict[str, TaskOutput] = {}
 
     def receive(self, msg: protocol.Output, current_attempt: int) -> str | None:
@@ -51,7 +58,7 @@ class Outputs:
             return "offset must be 0 or more"
         held = self._by_task.get(task)
         if held is None or held.attempt != msg.attempt:
-            held = self._by_task[task] = TaskOutput(msg.attempt)
+            held = self._by_task[task] = TaskOutput(msg.attempt, log=OutputLog(self.keep))
         held.container_id = msg.container_id or held.container_id
         held.log.write_at(msg.offset, msg.text)
         return None
