@@ -11,7 +11,7 @@ transport differs.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -28,6 +28,8 @@ from tony_airflow.core.output import (
 )
 from tony_airflow.core.protocol import am_page_url, is_proxied
 
+# (application id, container id or None, file name pattern) -> the lines of `yarn logs` (yarn/logs.py log_lines)
+ReadLines = Callable[[str, "str | None", str], Iterable[str]]
 AGGREGATION_WAIT_S = 20.0   # YARN uploads a finished application's logs within seconds; wait at most this
 FOLLOW_TIMEOUT_S = 5.0
 MAX_ROUNDS = 8              # pieces read per poll before giving the caller its lines
@@ -132,13 +134,12 @@ class OutputFollower:
         lines += new
         return more
 
-    def finish(self, app_id: str, read_logs: Callable[..., tuple[int, str]],
-               wait: float = AGGREGATION_WAIT_S) -> list[str]:
+    def finish(self, app_id: str, read_lines: ReadLines, wait: float = AGGREGATION_WAIT_S) -> list[str]:
         """The application has ended: the lines not read yet, from the aggregated file."""
         c = self.cursor
         if c.finished or not c.attempt or not c.task:
             return self._prefix(c.flush())
-        text = read_aggregated(app_id, c.task, c.attempt, c.container_id, read_logs, wait)
+        text = read_aggregated(app_id, c.task, c.attempt, c.container_id, read_lines, wait, skip=c.offset)
         if text is None:
             return self._prefix(c.flush() + [f"(the rest of {c.task}'s output is in `yarn logs -applicationId "
                                              f"{app_id}`)"])
@@ -153,27 +154,27 @@ def _answer(resp: httpx.Response) -> dict[str, Any] | None:
     return answer if isinstance(answer, dict) and "offset" in answer else None
 
 
-def read_aggregated(app_id: str, task: str, attempt: int, container_id: str,
-                    read_logs: Callable[..., tuple[int, str]], wait: float = AGGREGATION_WAIT_S) -> str | None:
-    """One task attempt's whole output, from the file YARN aggregated (None if it did not appear in `wait` s)."""
+def read_aggregated(app_id: str, task: str, attempt: int, container_id: str, read_lines: ReadLines,
+                    wait: float = AGGREGATION_WAIT_S, skip: int = 0, tail: int | None = None) -> str | None:
+    """One task attempt's output after its first `skip` characters (or its last `tail` lines), from the file
+    YARN aggregated, read as `yarn logs` writes it (None if it did not appear in `wait` s)."""
     name = output_file_name(*task_key(task), attempt)
     deadline = time.monotonic() + wait
     while True:
-        _, out = read_logs(app_id, container_id or None, name.replace(".", r"\."))
-        text = aggregated_text(out, name)
+        text = aggregated_text(read_lines(app_id, container_id or None, name.replace(".", r"\.")), name, skip, tail)
         if text is not None or time.monotonic() >= deadline:
             return text
         time.sleep(2.0)
 
 
-def failing_task_tail(app_id: str, diagnostics: str, read_logs: Callable[..., tuple[int, str]],
+def failing_task_tail(app_id: str, diagnostics: str, read_lines: ReadLines,
                       lines: int, wait: float = AGGREGATION_WAIT_S) -> list[str]:
     """The last `lines` lines of the task that made the job fail, prefixed with its id ([] if none is named)."""
     failed = failed_task(diagnostics)
     if failed is None or lines <= 0:
         return []
     task, attempt = failed
-    text = read_aggregated(app_id, task, attempt, "", read_logs, wait)
+    text = read_aggregated(app_id, task, attempt, "", read_lines, wait, tail=lines)
     if not text:
         return []
     return [f"[{task}] {line}" for line in text.splitlines()[-lines:]]
@@ -188,18 +189,18 @@ class LiveOutput:
 
     def __init__(self, emit: Callable[[str], None], auth: httpx.Auth | None = None, conf_dir: str | None = None,
                  max_lines: int | None = None, state: FollowState | None = None,
-                 read_logs: Callable[..., tuple[int, str]] | None = None):
+                 read_lines: ReadLines | None = None):
         self.emit = emit
         self.follower = OutputFollower(state or FollowState(), max_lines)
         self._http = httpx.Client(auth=auth, timeout=FOLLOW_TIMEOUT_S, follow_redirects=True)
         self._conf_dir = conf_dir
-        self._read_logs = read_logs
+        self._read_lines = read_lines
 
-    def read_logs(self, app_id: str, container_id: str | None = None, pattern: str | None = None) -> tuple[int, str]:
-        if self._read_logs is not None:
-            return self._read_logs(app_id, container_id, pattern)
-        from tony_airflow.yarn.logs import read_logs
-        return read_logs(app_id, container_id, pattern, timeout=60, conf_dir=self._conf_dir)
+    def read_lines(self, app_id: str, container_id: str | None, pattern: str) -> Iterable[str]:
+        if self._read_lines is not None:
+            return self._read_lines(app_id, container_id, pattern)
+        from tony_airflow.yarn.logs import log_lines
+        return log_lines(app_id, container_id, pattern, timeout=60, conf_dir=self._conf_dir)
 
     def __call__(self, report: Any) -> None:
         if report.is_terminal:
@@ -211,12 +212,12 @@ class LiveOutput:
         """The lines not read yet; on failure, the last `tail_lines` lines of the task that failed
         (unless that is the task followed, whose lines were all shown)."""
         try:
-            for line in self.follower.finish(app_id, self.read_logs):
+            for line in self.follower.finish(app_id, self.read_lines):
                 self.emit(line)
             failed = failed_task(diagnostics) if final_status not in ("", "SUCCEEDED") else None
             if failed is not None and tail_lines > 0 and failed[0] != self.follower.cursor.task:
                 self.emit(f"last lines of {failed[0]}, which failed:")
-                for line in failing_task_tail(app_id, diagnostics, self.read_logs, tail_lines):
+                for line in failing_task_tail(app_id, diagnostics, self.read_lines, tail_lines):
                     self.emit(line)
         except Exception as exc:  # the end of the output is a courtesy: it never changes how the job ended
             self.emit(f"(the rest of the output could not be read: {' '.join(str(exc).split())[:200]}; "

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
 
 from tony_airflow.yarn.discovery import discover
 
@@ -47,3 +49,28 @@ def read_logs(app_id: str, container_id: str | None = None, pattern: str | None 
     except OSError as exc:
         return 127, f"{command[0]} could not be run: {exc}"
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def log_lines(app_id: str, container_id: str | None = None, pattern: str | None = None, timeout: float = 120,
+              conf_dir: str | None = None) -> Iterator[str]:
+    """The lines of `yarn logs` as it writes them, never its whole output at once (a task may print
+    gigabytes). A `yarn` that cannot run yields nothing; one still running after `timeout` s is killed."""
+    try:
+        proc = subprocess.Popen(logs_command(app_id, container_id, pattern), env=hadoop_env(conf_dir),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, encoding="utf-8",
+                                errors="replace")
+    except OSError:
+        return
+    timer = threading.Timer(timeout, proc.kill)
+    timer.daemon = True
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        yield from proc.stdout
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

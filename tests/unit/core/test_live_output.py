@@ -42,7 +42,7 @@ def test_cursor_yields_whole_lines_and_says_what_it_skipped():
     assert cur.take({"attempt": 2, "offset": 0, "end": 3, "text": "a\nb"}) == [
         "[the end of attempt 1's output (3 characters or more) was not read before attempt 2 began: "
         "`tony logs` has it]", "--- attempt 2 ---", "a"]
-    assert cur.rest("a\nbc\nd") == ["bc", "d"]
+    assert cur.rest("c\nd") == ["bc", "d"]  # the aggregated file from the cursor's offset (3) on
 
 
 def test_an_attempt_read_to_its_end_is_followed_by_the_next_without_a_marker():
@@ -133,8 +133,11 @@ End of LogType:tony-output-worker-1-a1.txt
 
 
 def test_aggregated_text_and_the_failed_task_are_read_from_hadoops_words():
-    assert aggregated_text(LOGS_OUTPUT, "tony-output-worker-1-a1.txt") == "epoch 1\nboom é\nlast\n"
-    assert aggregated_text(LOGS_OUTPUT, "tony-output-worker-0-a1.txt") is None
+    lines = LOGS_OUTPUT.splitlines(keepends=True)
+    assert aggregated_text(lines, "tony-output-worker-1-a1.txt") == "epoch 1\nboom é\nlast\n"
+    assert aggregated_text(lines, "tony-output-worker-1-a1.txt", skip=8) == "boom é\nlast\n"
+    assert aggregated_text(lines, "tony-output-worker-1-a1.txt", tail=1) == "last\n"
+    assert aggregated_text(lines, "tony-output-worker-0-a1.txt") is None
     diag = ("tony-airflow: FAILED: attempt 1/2: worker:0 exited with code 1 on h (container c); "
             "attempt 2/2: worker:1 exited with code 3 on h (container c2); stderr: boom")
     assert failed_task(diag) == ("worker:1", 2)
@@ -163,10 +166,10 @@ def test_follower_reads_through_the_tracking_url_then_the_rest_from_the_aggregat
     later = OutputFollower(state)
     read = []
 
-    def read_logs(app_id, container_id, pattern):
+    def read_lines(app_id, container_id, pattern):
         read.append((app_id, container_id, pattern))
-        return 0, LOGS_OUTPUT
-    assert later.finish("application_1_0001", read_logs) == ["[worker:1] boom é", "[worker:1] last"]
+        return iter(LOGS_OUTPUT.splitlines(keepends=True))
+    assert later.finish("application_1_0001", read_lines) == ["[worker:1] boom é", "[worker:1] last"]
     assert read == [("application_1_0001", "container_1_0001_01_000003", r"tony-output-worker-1-a1\.txt")]
 
 
@@ -180,7 +183,7 @@ def test_follower_caps_the_lines_of_one_poll():
 
 def test_live_output_shows_the_failing_tasks_last_lines_when_another_task_failed():
     emitted: list[str] = []
-    live = LiveOutput(emitted.append, read_logs=lambda *a: (0, LOGS_OUTPUT),
+    live = LiveOutput(emitted.append, read_lines=lambda *a: iter(LOGS_OUTPUT.splitlines(keepends=True)),
                       state=FollowState(task="worker:0", attempt=1, finished=True))
     diag = "tony-airflow: FAILED: attempt 1/1: worker:1 exited with code 3 on h (container c)"
     live.finish("application_1_0001", "FAILED", diag, tail_lines=2)
@@ -193,10 +196,10 @@ def test_the_end_of_the_live_output_never_changes_how_the_job_ended(error):
     """Issue #30 item 6: `ytf-submit --follow` exited 1 after SUCCEEDED when `yarn` was missing or slow."""
     emitted: list[str] = []
 
-    def read_logs(*args):
+    def read_lines(*args):
         raise error
 
-    live = LiveOutput(emitted.append, read_logs=read_logs, state=FollowState(task="worker:0", attempt=1))
+    live = LiveOutput(emitted.append, read_lines=read_lines, state=FollowState(task="worker:0", attempt=1))
     live.finish("application_1_0001", "SUCCEEDED", "tony-airflow: SUCCEEDED on attempt 1/1")
     assert len(emitted) == 1 and emitted[0].startswith("(the rest of the output could not be read:"), emitted
 
@@ -209,3 +212,28 @@ def test_reading_logs_without_a_yarn_command_is_an_answer_not_an_exception(monke
     monkeypatch.setattr(logs, "hadoop_env", lambda conf_dir=None: {"PATH": str(tmp_path)})
     code, text = logs.read_logs("application_1_0001")
     assert code != 0 and "yarn" in text
+    assert list(logs.log_lines("application_1_0001")) == []  # streamed: nothing, and no exception
+
+
+def test_the_aggregated_file_is_read_as_it_comes_and_only_what_is_kept_is_held():
+    """Issue #30 item 7: `yarn logs` output was loaded whole into memory (a task may print gigabytes)."""
+    from tony_airflow.core.output import AggregatedFile
+
+    name = "tony-output-worker-0-a1.txt"
+    body_lines = 200_000
+
+    def stream():
+        body = sum(len(f"line {i}\n") for i in range(body_lines))
+        yield from ("Container: container_1 on h_8041\n", f"LogType:{name}\n", "LogLastModifiedTime:x\n",
+                    f"LogLength:{body}\n", "LogContents:\n")
+        yield from (f"line {i}\n" for i in range(body_lines))
+        yield f"End of LogType:{name}\n"
+
+    tail = AggregatedFile(name, tail=3)
+    most_held = 0
+    for line in stream():
+        tail.feed(line)
+        most_held = max(most_held, len(tail._kept))
+    assert tail.text() == "line 199997\nline 199998\nline 199999\n" and most_held <= 4
+    skip = sum(len(f"line {i}\n") for i in range(body_lines - 2))
+    assert aggregated_text(stream(), name, skip=skip) == "line 199998\nline 199999\n"

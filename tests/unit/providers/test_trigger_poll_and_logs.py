@@ -112,10 +112,10 @@ def test_a_trigger_streams_the_chiefs_lines_into_the_task_log(fake_rm: FakeResou
 def test_the_operator_ends_with_the_lines_the_trigger_did_not_see(fake_rm, monkeypatch, capsys):  # noqa: F811
     read = []
 
-    def read_logs(app_id, container_id=None, pattern=None, **kw):
+    def log_lines(app_id, container_id=None, pattern=None, **kw):
         read.append((app_id, container_id, pattern))
-        return 0, LOGS_OUTPUT
-    monkeypatch.setattr("tony_airflow.yarn.logs.read_logs", read_logs)
+        return iter(LOGS_OUTPUT.splitlines(keepends=True))
+    monkeypatch.setattr("tony_airflow.yarn.logs.log_lines", log_lines)
     op, _ = _operator(fake_rm, monkeypatch, deferrable=True, stream_logs=True)
     follow = {"task": "worker:0", "attempt": 1, "offset": 8, "container_id": "container_1", "partial": ""}
     event = {"status": "success", "application_id": "application_1700000000000_0001", "final_status": "SUCCEEDED",
@@ -127,7 +127,7 @@ def test_the_operator_ends_with_the_lines_the_trigger_did_not_see(fake_rm, monke
 
 
 def test_the_operator_streams_while_it_waits_in_a_worker(fake_rm, monkeypatch, capsys):  # noqa: F811
-    monkeypatch.setattr("tony_airflow.yarn.logs.read_logs", lambda *a, **k: (0, LOGS_OUTPUT))
+    monkeypatch.setattr("tony_airflow.yarn.logs.log_lines", lambda *a, **k: iter(LOGS_OUTPUT.splitlines(True)))
     op, _ = _operator(fake_rm, monkeypatch, stream_logs=True, states=RUNNING * 3 + [("FINISHED", "SUCCEEDED")])
     fake_rm.outputs["application_1700000000000_0001"] = "epoch 1\n"
     op.execute(task_context())
