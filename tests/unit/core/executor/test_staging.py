@@ -430,6 +430,24 @@ def test_every_webhdfs_request_has_a_deadline(monkeypatch):
         server.close()
 
 
+class SavingDuringLargeUpload(MemoryHDFS):
+    """BackupAndRestore saves checkpoint 2 and drops checkpoint 1 while `a-large-file.bin` is uploaded."""
+
+    def __init__(self, backup: Path) -> None:
+        super().__init__()
+        self.backup = backup
+
+    def create(self, path, data):
+        backup = self.backup
+        if "a-large-file.bin" in path and (backup / "ckpt-1.index").exists():  # the next save, meanwhile
+            _write(backup / "ckpt-2.index", b"i2", age=0)
+            _write(backup / "ckpt-2.data-00000-of-00001", b"d2", age=0)
+            _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-2"\n', age=0)
+            (backup / "ckpt-1.index").unlink()
+            (backup / "ckpt-1.data-00000-of-00001").unlink()
+        super().create(path, data)
+
+
 def test_a_checkpoint_reaches_hdfs_before_a_large_file_and_before_the_next_save_drops_it(tmp_path):
     """Seen on the 3-host cluster: BackupAndRestore saves every few seconds and drops the previous
     checkpoint; a round that uploaded a 32 MiB file first found the named checkpoint gone, and the
@@ -441,17 +459,7 @@ def test_a_checkpoint_reaches_hdfs_before_a_large_file_and_before_the_next_save_
     _write(backup / "ckpt-1.data-00000-of-00001", b"d1")
     _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n', age=0.2)  # just replaced by rename
 
-    class SavingDuringLargeUpload(MemoryHDFS):
-        def create(self, path, data):
-            if "a-large-file.bin" in path and (backup / "ckpt-1.index").exists():  # the next save, meanwhile
-                _write(backup / "ckpt-2.index", b"i2", age=0)
-                _write(backup / "ckpt-2.data-00000-of-00001", b"d2", age=0)
-                _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-2"\n', age=0)
-                (backup / "ckpt-1.index").unlink()
-                (backup / "ckpt-1.data-00000-of-00001").unlink()
-            super().create(path, data)
-
-    fs = SavingDuringLargeUpload()
+    fs = SavingDuringLargeUpload(backup)
     _mirror(out, fs).push()
     seen = fs.visible()
     assert seen.get("backup/chief/checkpoint") == b'model_checkpoint_path: "ckpt-1"\n', sorted(seen)
@@ -507,17 +515,7 @@ def test_a_checkpoint_saved_just_before_a_round_is_published_in_that_round_befor
     _write(backup / "ckpt-1.data-00000-of-00001", b"d1", age=0.4)
     _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n', age=0.4)
 
-    class SavingDuringLargeUpload(MemoryHDFS):
-        def create(self, path, data):
-            if "a-large-file.bin" in path and (backup / "ckpt-1.index").exists():  # the next save, meanwhile
-                _write(backup / "ckpt-2.index", b"i2", age=0)
-                _write(backup / "ckpt-2.data-00000-of-00001", b"d2", age=0)
-                _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-2"\n', age=0)
-                (backup / "ckpt-1.index").unlink()
-                (backup / "ckpt-1.data-00000-of-00001").unlink()
-            super().create(path, data)
-
-    fs = SavingDuringLargeUpload()
+    fs = SavingDuringLargeUpload(backup)
     mirror = _mirror(out, fs)
     mirror.push()
     seen = fs.visible()
