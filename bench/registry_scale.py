@@ -21,6 +21,7 @@ import sys
 import time
 
 import aiohttp
+import psutil
 
 from bench.report import Report
 from tony_airflow.core import protocol
@@ -114,14 +115,22 @@ async def _run_steady(port: int, n: int, seconds: float) -> float:
         return sent[0] / (time.monotonic() - start)
 
 
-def measure(n: int, steady_s: float = 0.0) -> tuple[float, int, int | None, float]:
-    """(seconds until all hold the spec, AM RSS then, AM RSS after `steady_s` of running tasks, their request rate)."""
+def _cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def measure(n: int, steady_s: float = 0.0) -> tuple[float, float, int, int | None, float]:
+    """(seconds until all hold the spec, the AM's CPU seconds for it, AM RSS then, AM RSS after `steady_s` of
+    running tasks, their request rate)."""
     am = subprocess.Popen([sys.executable, "-m", "bench.registry_scale", "--serve", str(n)],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     steady_rss, rate = None, 0.0
     try:
         port = int(am.stdout.readline())
+        started_cpu = _cpu_s(am.pid)
         seconds = asyncio.run(_run_executors(port, n))
+        am_cpu = _cpu_s(am.pid) - started_cpu
         rss = rss_kib(am.pid)
         if steady_s > 0:
             rate = asyncio.run(_run_steady(port, n, steady_s))
@@ -129,16 +138,18 @@ def measure(n: int, steady_s: float = 0.0) -> tuple[float, int, int | None, floa
     finally:
         am.stdin.close()
         am.wait(timeout=30)
-    return seconds, rss, steady_rss, rate
+    return seconds, am_cpu, rss, steady_rss, rate
 
 
 def run(sizes: list[int] | None = None, steady_s: float = STEADY_S) -> Report:
     _raise_fd_limit()
     rows, data = [], []
     steady: list[tuple[int, float, float]] = []
+    cpu: list[tuple[int, float]] = []
     for n in sizes or DEFAULT_SIZES:
-        seconds, rss, steady_rss, rate = measure(n, steady_s if n == STEADY_AT else 0.0)
-        rows.append([n, f"{seconds:.3f}", f"{seconds / n * 1000:.3f}", f"{rss / 1024:.1f}",
+        seconds, am_cpu, rss, steady_rss, rate = measure(n, steady_s if n == STEADY_AT else 0.0)
+        cpu.append((n, am_cpu))
+        rows.append([n, f"{seconds:.3f}", f"{seconds / n * 1000:.3f}", f"{am_cpu:.2f}", f"{rss / 1024:.1f}",
                      f"{steady_rss / 1024:.1f} ({rate:.0f} req/s)" if steady_rss is not None else "-"])
         data.append((n, seconds, rss / 1024))
         if steady_rss is not None:
@@ -147,31 +158,35 @@ def run(sizes: list[int] | None = None, steady_s: float = STEADY_S) -> Report:
     return Report(
         name="registry_scale", title="Registry: simulated executors registering with the real AM server",
         command=".venv/bin/python -m bench.registry_scale",
-        columns=["executors", "all hold spec (s)", "per 1000 (s)", "AM RSS (MiB)",
+        columns=["executors", "all hold spec (s)", "per 1000 (s)", "AM CPU (s)", "AM RSS (MiB)",
                  f"AM RSS after {steady_s:.0f} s running (MiB)"], rows=rows,
         notes=[f"{os.cpu_count()} cores, python {sys.version.split()[0]}",
                f"running: each task sends a heartbeat and 1 KiB of output every second, at {STEADY_AT} tasks"],
         aims=[f"{AIM_EXECUTORS} executors in under {AIM_S:.0f} s",
               f"AM resident memory under {AIM_RSS_MIB} MiB with {STEADY_AT} running tasks"],
         verdicts=[f"{n} executors in {s:.2f} s: aim {'met' if s < AIM_S else 'missed'}"
-                  for n, s, _ in data if n == AIM_EXECUTORS] + growth_verdicts([(n, s) for n, s, _ in data])
+                  for n, s, _ in data if n == AIM_EXECUTORS]
+        + growth_verdicts([(n, s) for n, s, _ in data], "time")
+        + growth_verdicts(cpu, "the AM's CPU time")
         + [f"{n} running tasks: AM at {mib:.0f} MiB: {'PASS' if mib < AIM_RSS_MIB else 'FAIL'}"
            for n, mib, _ in steady],
         data={"points": data}, plot=_plot)
 
 
-def growth_verdicts(points: list[tuple[int, float]]) -> list[str]:
-    """How the time grows with N from 1000 executors up: the exponent k of time ~ N^k (least squares on
-    logs), and PASS only if k <= LINEAR_EXPONENT. The seconds per 1000 executors say the same in figures."""
+def growth_verdicts(points: list[tuple[int, float]], what: str = "time") -> list[str]:
+    """How `what` (seconds) grows with N from 1000 executors up: the exponent k of it ~ N^k (least squares
+    on logs), and PASS only if k <= LINEAR_EXPONENT. The seconds per 1000 executors say the same in figures.
+    Wall time also holds the simulated executors, which share this machine's cores with the AM; the AM's
+    own CPU time is what its algorithms cost."""
     big = [(n, s) for n, s in points if n >= 1000 and s > 0]
     if len(big) < 2:
-        return ["growth: not measured (needs two sizes of 1000 executors or more)"]
+        return [f"growth of {what}: not measured (needs two sizes of 1000 executors or more)"]
     xs, ys = [math.log(n) for n, _ in big], [math.log(s) for _, s in big]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
     per_1000 = ", ".join(f"{n}: {s / n * 1000:.3f} s" for n, s in big)
     verdict = "PASS (linear)" if k <= LINEAR_EXPONENT else "FAIL (faster than linear)"
-    return [f"growth: time ~ N^{k:.2f} from 1000 executors up (per 1000: {per_1000}): {verdict}"]
+    return [f"growth of {what}: ~ N^{k:.2f} from 1000 executors up (per 1000: {per_1000}): {verdict}"]
 
 
 def _plot(report: Report, axes: list) -> None:
