@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("tony.client")
 
 
-
 def build_application(job: JobSpec, staging: Path, secret: str,
                       hadoop_conf_dir: str | None = None) -> skein.ApplicationSpec:
     """The skein ApplicationSpec for a job; shipped files are staged under `staging`."""

@@ -93,9 +93,11 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
             client.validate(job)  # bad input is refused in one line, before anything is said or submitted
             if held.name:  # stopped before anything was submitted: nothing to kill
                 raise SystemExit(EXIT_BY_SIGNAL.get(held.name, 143))
-            print(f"Submitting {job.name!r} ({sum(t.instances for t in job.tasks.values())} tasks) to YARN",
-                  file=log, flush=True)
-            handle = _running_with(client, identity, log, job) or client.submit(job, validated=True)
+            handle = _running_with(client, identity, log, job)
+            if handle is None:
+                print(f"Submitting {job.name!r} ({sum(t.instances for t in job.tasks.values())} tasks) to YARN",
+                      file=log, flush=True)
+                handle = client.submit(job, validated=True)
             outcome = Outcome(handle.app_id, "UNDEFINED")
             live: LiveOutput | None = None
             try:

@@ -212,8 +212,13 @@ class Mirror:
 
     def _settle(self, files: list[tuple[Path, str]]) -> bool:
         """Wait until the newest of `files` has been unchanged for QUIET_S; False if stopped meanwhile."""
-        mtimes = [path.stat().st_mtime for path, _ in files if path.is_file()]
-        delay = min(QUIET_S, max(mtimes, default=0) + QUIET_S - time.time()) if mtimes else 0
+        mtimes = []
+        for path, _ in files:
+            try:
+                mtimes.append(path.stat().st_mtime)
+            except FileNotFoundError:  # dropped meanwhile (TensorFlow's max_to_keep)
+                continue
+        delay = min(QUIET_S, max(mtimes) + QUIET_S - time.time()) if mtimes else 0.0
         return not self._stop.wait(max(0.0, delay) + 0.01)
 
     def _publish_files(self, files: list[tuple[Path, str]], cutoff: float) -> int:
