@@ -22,6 +22,7 @@ from tony_airflow.core.spec_values import (
     ResourceForms,
     check_data_path,
     check_history_dir,
+    check_image_reference,
     check_packed_env,
     check_src_dir,
     check_type_name,
@@ -213,6 +214,8 @@ class JobSpec:
                 raise UsageError(f"timeout ({name}): must be >= 0 seconds (0 = no limit)")
         if not self.name.strip():
             raise UsageError("name: is empty; allowed: a non-empty application name")
+        if self.docker_image:
+            check_image_reference(self.docker_image)
         if not self.queue.strip():
             raise UsageError("queue: is empty; allowed: a YARN queue name such as 'default'")
         for key in self.env:
@@ -361,6 +364,14 @@ def _as_list(value: Any, field_name: str) -> list[str]:
     raise UsageError(f"{field_name}: expected a list or a comma-separated string, not {type(value).__name__}")
 
 
+def _image_option(value: Any) -> str:
+    """docker_image as given: absent is no image; given, it must be an image reference (not empty)."""
+    if value is None:
+        return ""
+    check_image_reference(str(value))
+    return str(value)
+
+
 def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
                    type_commands: Mapping[str, str] | None = None) -> JobSpec:
     """Build and validate (without the cluster) a JobSpec from front-end options.
@@ -481,7 +492,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         script=str(opts.get("script") or ""),
         src_dir=str(opts.get("src_dir") or ""),
         tensorboard=bool(opts.get("tensorboard", False)),
-        docker_image=str(opts.get("docker_image") or ""),
+        docker_image=_image_option(opts.get("docker_image")),
         python_venv=str(opts.get("python_venv") or ""),
         client_mode=bool(opts.get("client", False)),
         max_attempts=parse_count(opts.get("max_attempts", 1), "max_attempts"),

@@ -166,6 +166,32 @@ def _is_root(path: str) -> bool:
     return path.strip() != "" and path.strip().strip("/") == ""
 
 
+# The engines' grammar for an image reference (github.com/distribution/reference, reference.go):
+# [domain[:port]/]path-component[/path-component...][:tag][@digest], path components lower case.
+_DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?")
+IMAGE_NAME_MAX = 255
+
+
+def check_image_reference(value: str, field_name: str = "docker_image") -> None:
+    """An image reference as Docker and podman read it (`debian:bookworm`, `registry:5000/ml/tf:2.21`,
+    `…@sha256:<hex>`): anything else would only fail on a node, after the job was submitted."""
+    allowed = ("allowed: an image reference such as debian:bookworm or registry.example:5000/ml/tensorflow:2.21 "
+               "(lower-case repository, optional registry host and port, tag or digest)")
+    if not value.strip():
+        raise UsageError(f"{field_name}: is empty; {allowed}")
+    match = IMAGE_REFERENCE.fullmatch(value)
+    if match is None:
+        raise UsageError(f"{field_name}: {value!r} is not an image reference; {allowed}")
+    if len(match.group("name")) > IMAGE_NAME_MAX:
+        raise UsageError(f"{field_name}: the repository name is longer than {IMAGE_NAME_MAX} characters; {allowed}")
+
+
 def check_data_path(path: str, field_name: str) -> None:
     """An input or output is a directory, never a filesystem's root (tasks copy all of it)."""
     if path and _is_root(path):

@@ -211,3 +211,21 @@ def test_free_retries_default_to_five_and_zero_is_allowed():
     parse = submit.build_parser().parse_args
     assert submit.job_from_args(parse(["-r", "worker:1", "x"])).max_free_retries == 5
     assert submit.job_from_args(parse(["-r", "worker:1", "--max-free-retries", "0", "x"])).max_free_retries == 0
+
+
+# ------------------------------------------------ issue #31 item 4 (first part): image references
+@pytest.mark.parametrize("image", ["", "  ", "Not A Valid/Image Name", "Upper", "ubuntu:", "a//b", "-lead",
+                                   "tf@sha256:123", "registry:5000/", "x" * 256])
+def test_an_image_that_is_not_an_image_reference_is_refused(image, capsys, monkeypatch):
+    line = _refuse(["-r", "worker:1", f"--docker_image={image}", "python3 x.py"], capsys, monkeypatch)
+    assert line.startswith("error: docker_image: ") and "allowed: an image reference" in line, line
+
+
+@pytest.mark.parametrize("image", ["debian", "debian:bookworm", "tony-airflow/tensorflow:0.1.0",
+                                   "registry.example:5000/ml/tensorflow:2.21", "localhost/a_b__c-d.e:v1.2-rc",
+                                   "tf@sha256:" + "a" * 64, "[::1]:5000/ml/tf:latest"])
+def test_image_references_the_engines_accept_are_accepted(image):
+    parse = submit.build_parser().parse_args
+    job = submit.job_from_args(parse(["-r", "worker:1", "--docker_image", image, "x"]))
+    job.validate(check_paths=False)
+    assert job.docker_image == image
