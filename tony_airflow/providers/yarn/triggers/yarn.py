@@ -108,12 +108,9 @@ class YarnApplicationTrigger(BaseEventTrigger):
                 yield found
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Standalone (a triggerer that does not share streams, tests): a poll of its own."""
-        try:
-            own = type(self).open_shared_stream(self.serialize()[1])
-        except Exception as exc:  # e.g. Kerberos asked but its package is missing
-            yield TriggerEvent({"status": "error", "application_id": self.application_id, "message": str(exc)})
-            return
+        """Standalone (a triggerer that does not share streams, tests): a poll of its own. A client that
+        cannot be made (Kerberos without its package) is the filter's error event, before any poll."""
+        own = type(self).open_shared_stream(self.serialize()[1])
         async with contextlib.aclosing(own) as stream, \
                 contextlib.aclosing(self.filter_shared_stream(stream)) as events:
             async for event in events:
