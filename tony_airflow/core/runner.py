@@ -20,7 +20,7 @@ from tony_airflow.core.client import JobHandle, TonyClient
 from tony_airflow.core.output_follow import LiveOutput
 from tony_airflow.core.presentation import ProgressPrinter, failure_line, tensorboard_url
 from tony_airflow.core.spec import JobSpec
-from tony_airflow.yarn.rest import ApplicationReport
+from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport
 
 KILL_WAIT_S = 25.0  # inside Azkaban's 30 s between SIGTERM and SIGKILL
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -135,9 +135,6 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
     return outcome
 
 
-LIVE_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING")
-
-
 def _running_with(client: TonyClient, identity: Sequence[str], log: TextIO, job: JobSpec) -> JobHandle | None:
     """The application an earlier try of this scheduler job submitted, if it still runs: a retry follows it
     (its output is being written; a second application would write the same output). YARN keeps tags
@@ -146,7 +143,7 @@ def _running_with(client: TonyClient, identity: Sequence[str], log: TextIO, job:
         return None
     wanted = {t.lower() for t in identity}
     try:
-        found = [a for a in client.rm.applications(states=LIVE_STATES, tags=[sorted(wanted)[0]])
+        found = [a for a in client.rm.applications(states=ACTIVE_STATES, tags=[sorted(wanted)[0]])
                  if wanted <= {t.lower() for t in a.tags}]
     except Exception as exc:  # no answer: submitting is what the scheduler asked for
         print(f"could not look for an application of an earlier try ({exc}); submitting", file=log, flush=True)

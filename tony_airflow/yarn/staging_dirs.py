@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import logging
 import posixpath
-import re
 import time
 from typing import TYPE_CHECKING
 
-from tony_airflow.yarn.rest import ResourceManagerClient, ResourceManagerError
+from tony_airflow.yarn.rest import ResourceManagerClient, ResourceManagerError, is_application_id
 
 if TYPE_CHECKING:
     from fsspec.implementations.webhdfs import WebHDFS
@@ -30,7 +29,6 @@ STAGING_ROOT = ".skein"  # skein's AM reads its files from here (yarn/submission
 UNKNOWN_AFTER_S = 3600.0  # a submission takes seconds; an application of an earlier RM is older
 SWEEP_LIMIT = 50          # RM lookups per sweep: a submission is never held up for long
 ENDED_WAIT_S = 30.0
-APP_ID = re.compile(r"application_\d+_\d+")
 
 
 def staging_dir(home: str, app_id: str) -> str:
@@ -80,7 +78,7 @@ def sweep(rm: ResourceManagerClient, fs: WebHDFS, home: str, keep: frozenset[str
                         key=lambda e: int(e.get("modificationTime") or 0))
     for entry in candidates[:limit]:
         app_id = posixpath.basename(str(entry.get("name", "")).rstrip("/"))
-        if not APP_ID.fullmatch(app_id) or app_id in keep:
+        if not is_application_id(app_id) or app_id in keep:
             continue
         try:
             try:

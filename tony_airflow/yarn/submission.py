@@ -33,6 +33,7 @@ import skein
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import PART_SUFFIX, create_file
 from tony_airflow.yarn.rest import ResourceManagerClient, ResourceManagerError
+from tony_airflow.yarn.staging_dirs import staging_dir
 from tony_airflow.yarn.tokens import HadoopToken
 
 if TYPE_CHECKING:
@@ -248,7 +249,7 @@ def submit(spec: skein.ApplicationSpec, rm: ResourceManagerClient, fs: WebHDFS, 
     home = fs.home_directory()
     namenode = conf.get("fs.defaultFS") or ""
     namenode = namenode.rstrip("/") if namenode.startswith("hdfs://") else f"hdfs://{urlparse(namenode).netloc}"
-    app_dir = f"{home}/.skein/{app_id}"
+    app_dir = staging_dir(home, app_id)
     fs._call("MKDIRS", "put", app_dir, permission=APP_DIR_MODE)
     try:
         stager = Stager(fs, namenode, app_dir, int(time.time() * 1000))
