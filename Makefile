@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 EXTRAS ?= test,airflow,tensorflow,bench,kerberos,openlineage
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: demo test bench venv browser krb5 cluster-down clean
+.PHONY: demo test bench venv browser krb5 containers cluster-down clean
 
 # krb5 first: the `kerberos` extra's gssapi builds against libkrb5-dev (krb5-config).
 $(STAMP): pyproject.toml | krb5
@@ -26,7 +26,7 @@ demo: $(STAMP)
 
 ## make test: lint and types, then the whole test suite; end-to-end tests start their own local cluster.
 ## `pytest -m "not e2e"` is the fast loop (no cluster).
-test: $(STAMP) browser
+test: $(STAMP) browser containers
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
@@ -45,7 +45,7 @@ $(TFYARN_VENV)/.installed: Makefile
 	$(TFYARN_VENV)/bin/python -m pip install -q --no-deps 'tf-keras==2.15.*'
 	@touch $@
 
-bench: $(STAMP) $(TFYARN_VENV)/.installed
+bench: $(STAMP) $(TFYARN_VENV)/.installed containers
 	$(BIN)/tony cluster up
 	TONY_BENCH_TFYARN_PYTHON=$(CURDIR)/$(TFYARN_VENV)/bin/python $(BIN)/python -m bench
 
@@ -60,6 +60,15 @@ krb5:
 	  && command -v krb5-config >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    krb5-kdc krb5-admin-server krb5-user libkrb5-dev >/dev/null; }
+
+## Debian's container engines for --docker_image (docker.io: dockerd, started by `tony cluster up --docker` or the
+## tests with no bridge and no firewall rules; podman), debootstrap for `tony image build`, and busybox-static for
+## the tests' small image.
+containers:
+	@command -v dockerd >/dev/null && command -v podman >/dev/null && command -v debootstrap >/dev/null \
+	  && command -v busybox >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    docker.io podman debootstrap busybox-static >/dev/null; }
 
 cluster-down: $(STAMP)
 	$(BIN)/tony cluster down

@@ -8,6 +8,10 @@ active on it and no container process may be alive.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -155,6 +159,92 @@ def airflow_deployment(local_cluster: LocalCluster, tmp_path_factory: pytest.Tem
     finally:
         left = deployment.stop()
         assert not left, f"Airflow components still running after stop: process groups {left}"
+
+
+@pytest.fixture(scope="session")
+def docker_engine(tmp_path_factory: pytest.TempPathFactory):
+    """Docker's daemon, as `tony cluster up --docker` starts it (host networking only); stopped at the end
+    if this session started it. podman has no daemon."""
+    from tony_airflow.containers import daemon
+
+    pid = daemon.ensure_running("docker", tmp_path_factory.mktemp("dockerd") / "dockerd.log", log=lambda *_: None)
+    try:
+        yield "docker"
+    finally:
+        daemon.stop_daemon(pid)
+
+
+_ROOTFS: dict[str, object] = {}  # the image's root file system, made in the background from the session's start
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """When a collected test runs in `tony image build`'s image, its slow part (debootstrap, pip) starts
+    now, beside the tests that come first, and `tony_image` waits for it."""
+    if not any("tony_image" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    from tony_airflow.containers import image
+
+    def prepare() -> None:
+        started = time.monotonic()
+        try:
+            image.prepare(log=lambda *_: None)
+            record("tony image build: root file system (in the background)", time.monotonic() - started)
+        except BaseException as exc:  # told by the fixture, in the test that needs it
+            _ROOTFS["error"] = exc
+
+    _ROOTFS["thread"] = thread = threading.Thread(target=prepare, name="rootfs", daemon=True)
+    thread.start()
+
+
+@pytest.fixture(scope="session")
+def tony_image(docker_engine: str) -> str:
+    """`tony image build`'s image, in docker (built once; a later session finds it up to date)."""
+    from tony_airflow.containers import image
+
+    started = time.monotonic()
+    thread = _ROOTFS.get("thread")
+    if isinstance(thread, threading.Thread):
+        thread.join()
+    if "error" in _ROOTFS:
+        raise _ROOTFS["error"]  # type: ignore[misc]
+    name = image.build(docker_engine, log=lambda *_: None)
+    record("tony image build (docker), after the background part", time.monotonic() - started)
+    return name
+
+
+BUSYBOX = "tony-airflow-test/busybox:1"
+NO_SHELL = "tony-airflow-test/no-shell:1"
+APPLETS = ("sh", "sleep", "cat", "echo", "head", "tail", "ls", "id", "env", "kill", "true")
+
+
+def _import(engine: str, name: str, files: dict[str, Path | None], tmp: Path) -> None:
+    """A tarball of `files` (path in the image -> file, or None: a link to busybox) imported as `name`."""
+    archive = tmp / f"{name.replace('/', '_')}.tar"
+    with tarfile.open(archive, "w") as tar:
+        for inside, source in files.items():
+            if source is None:
+                info = tarfile.TarInfo(inside)
+                info.type, info.linkname = tarfile.SYMTYPE, "/bin/busybox"
+                tar.addfile(info)
+            else:
+                tar.add(str(source), arcname=inside)
+    with open(archive, "rb") as data:
+        subprocess.run([engine, "import", "-", name], stdin=data, check=True, capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def small_images(docker_engine, tmp_path_factory) -> list[str]:
+    """The busybox image and an image without a shell, in both engines."""
+    busybox = shutil.which("busybox")
+    assert busybox, "busybox-static is installed by make test"
+    tmp = tmp_path_factory.mktemp("images")
+    marker = tmp / "marker"
+    marker.write_text("busybox test image\n")
+    for engine in ("docker", "podman"):
+        _import(engine, BUSYBOX, {"bin/busybox": Path(busybox), "etc/tony-airflow-image": marker,
+                                  **{f"bin/{a}": None for a in APPLETS}}, tmp)
+        _import(engine, NO_SHELL, {"etc/tony-airflow-image": marker}, tmp)
+    return [BUSYBOX, NO_SHELL]
 
 
 def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, list]:

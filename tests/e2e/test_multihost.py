@@ -493,3 +493,48 @@ def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(multihos
     assert all(cluster.running().values()) and cluster.is_ready()
     assert network.pids(network.hosts[1]) and stray.pid not in network.pids(network.hosts[1])
 
+
+
+# ------------------------------------------------------------------------- tasks in an image (#31)
+def test_podman_runs_tasks_on_their_hosts_and_a_killed_nodemanager_leaves_no_container(
+        multihost_cluster, multihost_rm, small_images):
+    """podman's host network is the caller's: each task's container is on its own host. When a host's
+    NodeManager is SIGKILLed its executors live on until the job ends and their AM is gone; then they stop,
+    and their containers end with them (the lease)."""
+    from tests.e2e.conftest import BUSYBOX
+    from tony_airflow.containers import daemon
+    from tony_airflow.core.executor.engine import LABEL
+
+    submit = _submit("-r", "worker:2", "-m", TASK_MB, "--docker_image", BUSYBOX, "--docker_engine", "podman",
+                     "--heartbeat-timeout", "10", "--max-free-retries", "0", "-n", "multihost-podman",
+                     "sleep 600")
+    app_id = _app_id(submit)
+    selector = f"{LABEL}.application={app_id}"
+    deadline = time.monotonic() + 120
+    while len(daemon.project_containers(selector, engines=("podman",))) < 2:
+        assert submit.poll() is None and time.monotonic() < deadline, submit.communicate()
+        time.sleep(0.5)
+    victim = _victim(multihost_cluster, app_id)
+    nodemanager = next(multihost_cluster.pid(d) for d in multihost_cluster.daemons
+                       if d.name == f"nodemanager-{victim.name}")
+    os.kill(nodemanager, signal.SIGKILL)
+    killed = time.monotonic()
+    _finish(submit)
+    assert submit.returncode == 1
+    while daemon.project_containers(selector, engines=("podman",)):
+        assert time.monotonic() - killed < _expiry_s(multihost_cluster) + 10 + 30 + 30, "containers left"
+        time.sleep(0.5)
+    record("multihost podman: NodeManager killed -> no container of the job", time.monotonic() - killed)
+    multihost_cluster.up(log=lambda *_: None)
+    _rejoin(multihost_cluster, multihost_rm, victim)
+
+
+def test_docker_on_a_host_in_a_network_namespace_is_refused_in_one_line(multihost_cluster, multihost_rm,
+                                                                        small_images):
+    from tests.e2e.conftest import BUSYBOX
+
+    proc = subprocess.run([str(BIN / "ytf-submit"), "-r", "worker:1", "--docker_image", BUSYBOX, "-n",
+                           "multihost-docker", "true"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "worker:0: docker on 198.18.0." in last and "use docker_engine: podman" in last, last

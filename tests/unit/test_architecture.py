@@ -18,13 +18,13 @@ LAYERS = [
     ("errors",),
     ("yarn.hadoop_conf", "yarn.jvm", "yarn.discovery", "yarn.rest", "yarn.hdfs", "yarn.logs", "yarn"),
     ("yarn.local", "core", "examples"),
-    ("engines", "providers"),
+    ("engines", "providers", "containers"),
     ("cli",),
 ]
 # Pairs in one layer that must still not know each other.
 FORBIDDEN = [
     ("core", "yarn.local"), ("yarn.local", "core"), ("examples", "core"),
-    ("engines", "providers"), ("providers", "engines"),
+    ("engines", "providers"), ("providers", "engines"), ("containers", "engines"), ("containers", "providers"),
     ("core.executor", "core.am"), ("core.executor", "core.client"),
     ("core.am", "core.executor"), ("core.am", "core.client"),
     ("providers.yarn.hooks", "providers.yarn.triggers"), ("providers.yarn.hooks", "providers.yarn.operators"),

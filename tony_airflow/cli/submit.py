@@ -37,7 +37,15 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--script", help="a local file shipped to every task; its path is DTF_TASK_SCRIPT")
     p.add_argument("--src_dir", help="a local directory shipped to every task; the command runs inside it")
     p.add_argument("-t", "--tensorboard", action="store_true", default=None, help="start a TensorBoard task")
-    p.add_argument("--docker_image", help="run the tasks in this Docker image (YARN's Docker runtime)")
+    p.add_argument("--docker_image", action="append",
+                   help="run the tasks in this image: 'IMAGE' or 'TYPE:IMAGE' (repeatable; the type's own wins)")
+    p.add_argument("--docker_runtime", help="engine (default: the node's docker or podman runs the command) or "
+                                            "yarn (YARN's Docker runtime, LinuxContainerExecutor)")
+    p.add_argument("--docker_engine", help="docker (default) or podman, for --docker_runtime engine")
+    p.add_argument("--mount", dest="docker_mounts", action="append", metavar="SRC:DST[:ro]",
+                   help="one more bind mount into the tasks' containers (repeatable)")
+    p.add_argument("--docker_user", "--docker-user", dest="docker_user",
+                   help="USER or UID:GID the command runs as in its container (default: the YARN container's)")
     p.add_argument("--python_venv", help="a packed Python environment (venv-pack .tar.gz, local or hdfs://) "
                                          "whose Python runs the task command")
     p.add_argument("-q", "--queue", help="YARN queue (default: default)")
@@ -79,6 +87,8 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "task_vcores": args.task_vcores, "task_memory": args.task_memory, "task_gpus": args.task_gpus,
         "node_label": args.node_label, "input": args.input, "output": args.output, "script": args.script,
         "src_dir": args.src_dir, "tensorboard": args.tensorboard, "docker_image": args.docker_image,
+        "docker_runtime": args.docker_runtime, "docker_engine": args.docker_engine,
+        "docker_mounts": args.docker_mounts, "docker_user": args.docker_user,
         "python_venv": args.python_venv, "client": args.client,
         "queue": args.queue, "name": args.name, "max_attempts": args.max_attempts,
         "max_free_retries": args.max_free_retries, "am_attempts": args.am_attempts,

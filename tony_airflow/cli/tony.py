@@ -31,12 +31,15 @@ def _cluster(args: argparse.Namespace) -> int:
             print(f"  Host {host.name:11} {host.address} (network namespace {host.netns}): NodeManager, DataNode")
         if cluster.settings.preemption:
             print("  Queues           default and high, half the cluster each; YARN preempts to give it back")
+        if args.docker:
+            _engine_up(cluster.state_dir)
         if cluster.secure:
             print(f"  Kerberos         realm of {cluster.kdc.krb5_conf}; user {cluster.kdc.user_principal}, "
                   f"keytab {cluster.kdc.user_keytab}")
         print('Use it from a shell with: eval "$(tony cluster env)"')
         return 0
     if args.action == "down":
+        _engine_down(cluster.state_dir, cluster.nm_local_dirs)
         cluster.down(log=err)
         print(f"Local cluster at {cluster.state_dir} is stopped.")
         return 0
@@ -50,6 +53,45 @@ def _cluster(args: argparse.Namespace) -> int:
             print(f"export {key}={shlex.quote(value)}")
         return 0
     raise UsageError(f"tony cluster: unknown action {args.action!r}")
+
+
+DOCKERD_PID = "dockerd.pid"  # in the cluster's state dir: a dockerd `up --docker` started, stopped by `down`
+
+
+def _engine_up(state_dir) -> None:
+    from tony_airflow.containers import daemon
+
+    pid = daemon.ensure_running("docker", state_dir / "logs" / "dockerd.log", log=err)
+    if pid:
+        (state_dir / DOCKERD_PID).write_text(str(pid))
+    print("  Docker           dockerd answers (host networking only: no bridge, no firewall rules)")
+
+
+def _engine_down(state_dir, nm_dirs) -> None:
+    from tony_airflow.containers import daemon
+
+    removed = daemon.remove_containers_under(nm_dirs)
+    if removed:
+        err(f"removed {len(removed)} container(s) of the cluster's tasks")
+    pid_file = state_dir / DOCKERD_PID
+    if pid_file.exists():
+        daemon.stop_daemon(int(pid_file.read_text().strip() or 0))
+        pid_file.unlink()
+
+
+def _image(args: argparse.Namespace) -> int:
+    from tony_airflow.containers import image
+
+    if args.engine not in ("docker", "podman"):
+        raise UsageError(f"--engine: {args.engine!r} is not known; allowed: docker, podman")
+    if args.engine == "docker":
+        from tony_airflow.containers import daemon
+
+        if not daemon.answers("docker"):
+            raise UsageError("tony image build: the docker daemon does not answer; allowed: start it "
+                             "(tony cluster up --docker) or --engine podman")
+    print(image.build(args.engine, log=err, force=args.force))
+    return 0
 
 
 def _oozie(args: argparse.Namespace) -> int:
@@ -128,7 +170,15 @@ def build_parser() -> OneLineParser:
                                  "preemption monitor on: a job in one queue takes its half back from the other")
     preemption.add_argument("--no-preemption", dest="preemption", action="store_false",
                             help="one queue, no preemption (the default for a new cluster)")
+    cluster.add_argument("--docker", action="store_true",
+                         help="make sure the Docker daemon runs (started with no bridge and no firewall rules "
+                              "if it does not), for jobs with --docker_image")
     cluster.set_defaults(func=_cluster)
+    image = sub.add_parser("image", help="the image the tasks of --docker_image run in, built here")
+    image.add_argument("action", choices=("build",))
+    image.add_argument("--engine", default="docker", help="docker (default) or podman")
+    image.add_argument("--force", action="store_true", help="build again even when nothing changed")
+    image.set_defaults(func=_image)
 
     from tony_airflow.cli.submit import add_submit_options
 

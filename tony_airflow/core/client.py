@@ -71,7 +71,6 @@ def build_application(job: JobSpec, staging: Path, secret: str,
     task_files = dict(files)
     if job.python_venv:
         task_files[protocol.VENV_DIR] = skein.File(_source(job.python_venv), type="archive")
-    task_env = {**env, **docker_env(job, hadoop_conf_dir)}
     master_env = {"JAVA_TOOL_OPTIONS": " ".join(LIGHT_JVM_FLAGS), **env,  # for skein's Java AM
                   SUBMITTED_AT_ENV: f"{time.time():.3f}"}
     master = skein.Master(
@@ -85,7 +84,8 @@ def build_application(job: JobSpec, staging: Path, secret: str,
         services[name] = skein.Service(
             resources=skein.Resources(memory=memory, vcores=vcores, gpus=gpus),
             script=f"exec {job.python} -m tony_airflow.core.executor",
-            files=task_files, env=task_env, instances=len(first[name]), max_restarts=0, allow_failures=True,
+            files=task_files, env={**env, **docker_env(job, type_, hadoop_conf_dir)},
+            instances=len(first[name]), max_restarts=0, allow_failures=True,
             node_label=job.tasks[type_].node_label,
         )
     return skein.ApplicationSpec(
@@ -101,14 +101,17 @@ def _source(path: str) -> str:
     return path if "://" in path else str(Path(path).absolute())
 
 
-def docker_env(job: JobSpec, hadoop_conf_dir: str | None = None) -> dict[str, str]:
-    """The launch context that makes a NodeManager run a task in Docker (YARN's Docker runtime).
+def docker_env(job: JobSpec, type_name: str, hadoop_conf_dir: str | None = None) -> dict[str, str]:
+    """With `docker_runtime: yarn`, the launch context that makes a NodeManager run a type's tasks in
+    Docker (YARN's Docker runtime, LinuxContainerExecutor). With the default `engine` runtime nothing
+    of YARN's is asked: the executor runs the command in the image (core/executor/engine.py).
 
     Only the task containers run in the image; the AM runs natively. Mounted
     read-only: HADOOP_CONF_DIR and JAVA_HOME; read-write: local (non-HDFS)
     input and output paths, so the task environment (docs/ARCHITECTURE.md) holds inside the container.
     """
-    if not job.docker_image:
+    image = job.image_of(type_name)
+    if not image or job.docker_runtime != "yarn":
         return {}
     mounts = []
     conf_dir = hadoop_conf_dir or os.environ.get("HADOOP_CONF_DIR", "")
@@ -116,9 +119,10 @@ def docker_env(job: JobSpec, hadoop_conf_dir: str | None = None) -> dict[str, st
                        (job.input_path, "ro"), (job.output_path, "rw")):
         if path and "://" not in path and path.startswith("/"):
             mounts.append(f"{path}:{path}:{mode}")
+    mounts += job.docker_mounts
     env = {
         "YARN_CONTAINER_RUNTIME_TYPE": "docker",
-        "YARN_CONTAINER_RUNTIME_DOCKER_IMAGE": job.docker_image,
+        "YARN_CONTAINER_RUNTIME_DOCKER_IMAGE": image,
         "YARN_CONTAINER_RUNTIME_DOCKER_RUN_OVERRIDE_DISABLE": "false",
     }
     if mounts:

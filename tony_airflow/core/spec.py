@@ -17,18 +17,24 @@ from typing import Any
 import yaml
 
 from tony_airflow.core.spec_values import (
+    DOCKER_ENGINES,
+    DOCKER_RUNTIMES,
     ENV_NAME,
     MAX_INSTANCES,
     ResourceForms,
     check_data_path,
+    check_docker_choice,
+    check_docker_user,
     check_history_dir,
     check_image_reference,
     check_packed_env,
     check_src_dir,
     check_type_name,
     parse_count,
+    parse_docker_images,
     parse_env_pairs,
     parse_memory_mb,
+    parse_mount,
     parse_requirement,
     parse_seconds,
     size_text,
@@ -76,6 +82,7 @@ class TaskSpec:
     node_label: str = ""
     command: str = ""
     role: str = "tracked"
+    docker_image: str = ""  # this type's own image ("" : the job's)
     # per-index overrides of memory and vcores (the `worker[0]:8192` form)
     memory_by_index: dict[int, int] = field(default_factory=dict)
     vcores_by_index: dict[int, int] = field(default_factory=dict)
@@ -111,6 +118,12 @@ class JobSpec:
     src_dir: str = ""
     tensorboard: bool = False
     docker_image: str = ""
+    # How a task runs in its image: "engine", the executor runs it with the node's container engine
+    # (docker or podman, nothing asked of YARN), or "yarn", YARN's Docker runtime (LinuxContainerExecutor).
+    docker_runtime: str = "engine"
+    docker_engine: str = "docker"
+    docker_mounts: list[str] = field(default_factory=list)  # SRC:DST:ro|rw on the node, beside ours
+    docker_user: str = ""  # "" : the YARN container's own uid:gid
     python_venv: str = ""  # a packed environment (venv-pack .tar.gz) used as the tasks' Python
     client_mode: bool = False  # the chief runs in the submitting process (--client)
     max_attempts: int = 1
@@ -144,6 +157,14 @@ class JobSpec:
 
     def command_of(self, type_name: str) -> str:
         return self.tasks[type_name].command or self.command
+
+    def image_of(self, type_name: str) -> str:
+        """The image a type's command runs in ("" : on the node itself). The TensorBoard that
+        `tensorboard: true` adds is the project's own program and runs on the node unless given an image."""
+        task = self.tasks[type_name]
+        if task.docker_image:
+            return task.docker_image
+        return "" if task.command == TENSORBOARD_COMMAND else self.docker_image
 
     # ----------------------------------------------------- serialisation
     def to_json(self) -> str:
@@ -216,6 +237,17 @@ class JobSpec:
             raise UsageError("name: is empty; allowed: a non-empty application name")
         if self.docker_image:
             check_image_reference(self.docker_image)
+        for task in self.tasks.values():
+            if task.docker_image:
+                check_image_reference(task.docker_image, f"docker_image ({task.name})")
+        check_docker_choice(self.docker_runtime, "docker_runtime", DOCKER_RUNTIMES)
+        check_docker_choice(self.docker_engine, "docker_engine", DOCKER_ENGINES)
+        for mount in self.docker_mounts:
+            parse_mount(mount)
+        check_docker_user(self.docker_user)
+        if self.client_mode and CLIENT_TYPE in self.tasks and self.image_of(CLIENT_TYPE):
+            raise UsageError("docker_image: --client runs the chief in the submitting process, not in an image; "
+                             "allowed: an image per type for the others (TYPE:IMAGE), or no --client")
         if not self.queue.strip():
             raise UsageError("queue: is empty; allowed: a YARN queue name such as 'default'")
         for key in self.env:
@@ -302,13 +334,14 @@ def default_role(type_name: str) -> str:
 _JOB_FILE_KEYS = {
     "cluster_requirement", "tasks", "command", "task_memory", "task_vcores", "task_gpus", "node_label",
     "name", "queue", "tags", "env", "input", "output", "script", "src_dir", "tensorboard",
-    "docker_image", "python_venv", "client", "max_attempts", "max_free_retries", "timeouts", "tracked", "untracked",
+    "docker_image", "docker_runtime", "docker_engine", "docker_mounts", "docker_user", "python_venv",
+    "client", "max_attempts", "max_free_retries", "timeouts", "tracked", "untracked",
     "am_attempts", "am_attempts_validity", "sidecar", "framework", "python", "am_memory", "am_vcores",
     "heartbeat_interval", "stop_grace", "history_dir",
 }
 # Who submits, not what runs: read by the front end (a KerberosLogin), never shipped with the job.
 CREDENTIAL_KEYS = {"principal", "keytab"}
-_TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role"}
+_TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role", "docker_image"}
 _TIMEOUT_KEYS = {f.name for f in fields(Timeouts)}
 
 
@@ -364,12 +397,8 @@ def _as_list(value: Any, field_name: str) -> list[str]:
     raise UsageError(f"{field_name}: expected a list or a comma-separated string, not {type(value).__name__}")
 
 
-def _image_option(value: Any) -> str:
-    """docker_image as given: absent is no image; given, it must be an image reference (not empty)."""
-    if value is None:
-        return ""
-    check_image_reference(str(value))
-    return str(value)
+def _mounts_option(value: Any) -> list[str]:
+    return [parse_mount(m) for m in _as_list(value, "docker_mounts")]
 
 
 def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
@@ -417,6 +446,11 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         per_type["tensorboard"] = {"instances": 1, "role": "sidecar", "memory": 1024,
                                    "command": TENSORBOARD_COMMAND}
     instances = {n: b["instances"] for n, b in per_type.items()}
+    image, type_images = parse_docker_images(opts.get("docker_image"), list(per_type))
+    for name, body in per_type.items():
+        if body.get("docker_image") is not None and name not in type_images:
+            check_image_reference(str(body["docker_image"]), f"tasks.{name}.docker_image")
+            type_images[name] = str(body["docker_image"])
 
     memory = ResourceForms.parse(opts.get("task_memory"), "task_memory", parse_memory_mb)
     vcores = ResourceForms.parse(opts.get("task_vcores"), "task_vcores", parse_count)
@@ -462,6 +496,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
             node_label=labels.for_type(name, own["node_label"], ""),
             command=str((type_commands or {}).get(name) or body.get("command") or ""),
             role=roles[name],
+            docker_image=type_images.get(name, ""),
             memory_by_index={i: m for (t, i), m in memory.per_task.items() if t == name},
             vcores_by_index={i: v for (t, i), v in vcores.per_task.items() if t == name},
         )
@@ -492,7 +527,11 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         script=str(opts.get("script") or ""),
         src_dir=str(opts.get("src_dir") or ""),
         tensorboard=bool(opts.get("tensorboard", False)),
-        docker_image=_image_option(opts.get("docker_image")),
+        docker_image=image,
+        docker_runtime=str(opts.get("docker_runtime", "engine")).strip().lower(),
+        docker_engine=str(opts.get("docker_engine", "docker")).strip().lower(),
+        docker_mounts=_mounts_option(opts.get("docker_mounts")),
+        docker_user=str(opts.get("docker_user") or "").strip(),
         python_venv=str(opts.get("python_venv") or ""),
         client_mode=bool(opts.get("client", False)),
         max_attempts=parse_count(opts.get("max_attempts", 1), "max_attempts"),

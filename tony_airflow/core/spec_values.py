@@ -11,7 +11,7 @@ import os
 import re
 import tarfile
 import zipfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,6 +190,57 @@ def check_image_reference(value: str, field_name: str = "docker_image") -> None:
         raise UsageError(f"{field_name}: {value!r} is not an image reference; {allowed}")
     if len(match.group("name")) > IMAGE_NAME_MAX:
         raise UsageError(f"{field_name}: the repository name is longer than {IMAGE_NAME_MAX} characters; {allowed}")
+
+
+DOCKER_RUNTIMES = ("engine", "yarn")  # the executor runs the engine / YARN's Docker runtime does
+DOCKER_ENGINES = ("docker", "podman")
+_MOUNT_PATH = re.compile(r"/[^:,\s]*")
+_DOCKER_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*)?")
+
+
+def parse_docker_images(values: Any, type_names: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """`--docker_image IMAGE` and `--docker_image TYPE:IMAGE` (repeatable): the job's image and the types' own.
+    A prefix before the first ':' that names one of the job's types is a type (`worker:tf:2.21`);
+    anything else is one image reference (`registry:5000/tf`)."""
+    if values is None:
+        return "", {}
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+        raise UsageError(f"docker_image: {values!r} is malformed; allowed: 'IMAGE' or 'TYPE:IMAGE', or a list of those")
+    general, per_type = "", {}
+    for raw in values:
+        head, sep, rest = raw.partition(":")
+        if sep and head in type_names:
+            check_image_reference(rest, f"docker_image ({head})")
+            per_type[head] = rest
+        else:
+            check_image_reference(raw)
+            general = raw
+    return general, per_type
+
+
+def parse_mount(value: Any, field_name: str = "docker_mounts") -> str:
+    """`SRC:DST[:ro|rw]`, both absolute paths on the node: what the engine bind-mounts (default read-write)."""
+    allowed = "allowed: SRC:DST, SRC:DST:ro or SRC:DST:rw with absolute paths (no ',' or ':' in them)"
+    parts = str(value).split(":") if isinstance(value, str) else []
+    mode = parts.pop() if len(parts) == 3 else "rw"
+    if len(parts) != 2 or mode not in ("ro", "rw") or not all(_MOUNT_PATH.fullmatch(p) for p in parts):
+        raise UsageError(f"{field_name}: {value!r} is malformed; {allowed}")
+    return f"{parts[0]}:{parts[1]}:{mode}"
+
+
+def check_docker_choice(value: str, field_name: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise UsageError(f"{field_name}: {value!r} is not known; allowed: {', '.join(allowed)}")
+    return value
+
+
+def check_docker_user(value: str) -> str:
+    if value and not _DOCKER_USER.fullmatch(value):
+        raise UsageError(f"docker_user: {value!r} is malformed; allowed: USER, UID or UID:GID (letters, digits, "
+                         "'_', '.', '-')")
+    return value
 
 
 def check_data_path(path: str, field_name: str) -> None:

@@ -31,7 +31,8 @@ from tony_airflow.errors import UsageError
 # ytf-submit / job-file fields accepted as they are; ytf-submit's `command` is `task_command` here, because
 # `command` is what Azkaban's ProcessJob itself runs (this entry point, set by plugin.properties)
 SEED_KEYS = ("cluster_requirement", "task_command", "task_memory", "task_vcores", "task_gpus", "node_label", "input",
-             "output", "script", "docker_image", "name", "queue", "max_attempts", "max_free_retries", "am_attempts",
+             "output", "script", "docker_image", "docker_runtime", "docker_engine", "docker_mounts", "docker_user",
+             "name", "queue", "max_attempts", "max_free_retries", "am_attempts",
              "am_attempts_validity", "tensorboard", "framework", "python", "tracked", "untracked", "sidecar", "tags")
 # TonY's Azkaban jobtype keys
 TONY_KEYS = ("executes", "task_params", "src_dir", "python_venv", "python_binary_path", "tensorboard_log_dir")
@@ -39,12 +40,15 @@ TONY_APPLICATION_KEYS = {"tony.application.name": "name", "tony.application.tags
                          "tony.application.timeout": "timeout", "tony.yarn.queue": "queue",
                          "tony.application.tensorboard-log-dir": "tensorboard_log_dir",
                          "tony.history.location": "history_dir"}
-NOT_TASKS = ("tony.application.", "tony.yarn.", "tony.history.")  # tony.<type>.<field> never starts so
+NOT_TASKS = ("tony.application.", "tony.yarn.", "tony.history.", "tony.docker.")  # tony.<type>.<field> never starts so
 TONY_TASK = re.compile(r"^tony\.(?P<type>[a-z][a-z0-9_]*)\.(?P<field>[a-z-]+)$")
 TONY_TASK_FIELDS = {"instances": "instances", "memory": "memory", "vcores": "vcores", "gpus": "gpus",
                     "node-label": "node_label", "command": "command"}
 ENV_PREFIX = "worker_env."
-OURS = SEED_KEYS + TONY_KEYS + tuple(TONY_APPLICATION_KEYS)
+# TonY's Docker keys (tony.docker.<type>.image besides these)
+TONY_DOCKER_KEYS = ("tony.docker.enabled", "tony.docker.containers.image", "tony.docker.containers.mount")
+TONY_DOCKER_TYPE_IMAGE = re.compile(r"^tony\.docker\.(?P<type>[a-z][a-z0-9_]*)\.image$")
+OURS = SEED_KEYS + TONY_KEYS + tuple(TONY_APPLICATION_KEYS) + TONY_DOCKER_KEYS
 # what Azkaban itself writes into every job's properties
 AZKABAN_TAG_KEYS = {"azkaban.flow.execid": "azkaban_exec_id", "azkaban.flow.flowid": "azkaban_flow_id",
                     "azkaban.flow.projectname": "azkaban_project", "azkaban.job.id": "azkaban_job_id"}
@@ -63,13 +67,13 @@ def read_job_props(path: str) -> dict[str, str]:
 
 def _check_unknown(props: Mapping[str, str]) -> None:
     for key in props:
-        if key in OURS or key.startswith(ENV_PREFIX):
+        if key in OURS or key.startswith(ENV_PREFIX) or TONY_DOCKER_TYPE_IMAGE.match(key):
             continue
         if TONY_TASK.match(key) and key not in TONY_APPLICATION_KEYS and not key.startswith(NOT_TASKS):
             continue
         if key.startswith("tony."):
             raise UsageError(f"{key}: unknown key; allowed: tony.<type>.(instances|memory|vcores|gpus|node-label|"
-                             f"command), {', '.join(TONY_APPLICATION_KEYS)}")
+                             f"command), tony.docker.<type>.image, {', '.join((*TONY_APPLICATION_KEYS, *TONY_DOCKER_KEYS))}")
         near = difflib.get_close_matches(key, OURS, n=1, cutoff=0.85)
         if near:
             raise UsageError(f"{key}: unknown key; did you mean {near[0]!r}?")
@@ -102,6 +106,7 @@ def job_options(props: Mapping[str, str]) -> dict[str, Any]:
                 raise UsageError(f"tony.{type_}.instances: missing; every tony.{type_}.* needs it")
         opts["tasks"] = tasks
 
+    _docker_options(props, opts)
     env = [f"{k[len(ENV_PREFIX):]}={v}" for k, v in props.items() if k.startswith(ENV_PREFIX)]
     if env:
         opts["env"] = parse_env_pairs(env)
@@ -142,6 +147,27 @@ def job_options(props: Mapping[str, str]) -> dict[str, Any]:
     tags = [t for t in str(opts.get("tags") or "").split(",") if t]
     opts["tags"] = tags + azkaban_tags(props)
     return opts
+
+
+def _docker_options(props: Mapping[str, str], opts: dict[str, Any]) -> None:
+    """TonY's keys: `tony.docker.enabled` switches the images of `tony.docker.containers.image` and
+    `tony.docker.<type>.image` on (TonY ignores them without it), `tony.docker.containers.mount` adds mounts."""
+    enabled = props.get("tony.docker.enabled", "").strip().lower()
+    if enabled not in ("", "true", "false"):
+        raise UsageError(f"tony.docker.enabled: {props['tony.docker.enabled']!r}; allowed: true, false")
+    if enabled != "true":
+        return
+    images = [v for v in [props.get("tony.docker.containers.image", "")] if v]
+    images += [f"{m['type']}:{v}" for k, v in props.items()
+               if (m := TONY_DOCKER_TYPE_IMAGE.match(k)) and v and m["type"] != "containers"]
+    if not images and not opts.get("docker_image"):
+        raise UsageError("tony.docker.enabled: true, but no image; allowed: tony.docker.containers.image or "
+                         "tony.docker.<type>.image")
+    if images:
+        opts["docker_image"] = ([opts["docker_image"]] if opts.get("docker_image") else []) + images
+    mounts = props.get("tony.docker.containers.mount", "")
+    if mounts:
+        opts["docker_mounts"] = [m.strip() for m in mounts.split(",") if m.strip()]
 
 
 def azkaban_tags(props: Mapping[str, str]) -> list[str]:

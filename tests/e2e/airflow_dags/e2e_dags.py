@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pendulum
@@ -32,3 +33,11 @@ with DAG("tony_deferrable", schedule=None, start_date=START, catchup=False):
     wait = YarnApplicationSensor(task_id="wait", application_id="{{ ti.xcom_pull(task_ids='submit') }}",
                                  deferrable=True, poke_interval=1, timeout=300)
     deferred >> submit >> wait
+
+# issue #31: the same job in an image, through the operator (tests/e2e/test_docker_engine.py names both)
+if os.environ.get("TONY_E2E_IMAGE"):
+    with DAG("tony_in_image", schedule=None, start_date=START, catchup=False):
+        TensorFlowOnYarnOperator(task_id="train", cluster_requirement="ps:1,worker:2", task_memory="1024",
+                                 docker_image=os.environ["TONY_E2E_IMAGE"], env={"STAY": "ps"},
+                                 output_path=os.environ["TONY_E2E_SEEN_DIR"], script=str(PAYLOADS / "in_image.py"),
+                                 command="python3 ${DTF_TASK_SCRIPT}", poll_interval=1)

@@ -1,7 +1,8 @@
 """The skein application the client builds: files, services, and the Docker launch context.
 
-There is no Docker engine on this machine, so the Docker runtime is checked
-here, on the launch context YARN would receive, not by running a container.
+YARN's Docker runtime (`docker_runtime: yarn`) needs LinuxContainerExecutor, which the local
+cluster does not run; it is checked here, on the launch context YARN would receive. The default
+runtime (`engine`) runs for real in tests/e2e/test_docker_engine.py.
 """
 
 from __future__ import annotations
@@ -56,15 +57,21 @@ def test_skeins_java_am_starts_light_unless_the_job_says_otherwise(tmp_path, mon
 
 
 def test_docker_launch_context(tmp_path, monkeypatch):
-    job, app = _app(tmp_path, monkeypatch, docker_image="tf/tensorflow:2.21.0", input="/data/in",
-                    output="hdfs:///models/run1")
+    job, app = _app(tmp_path, monkeypatch, docker_image=["tf/tensorflow:2.21.0", "ps:tf/ps:1"], input="/data/in",
+                    output="hdfs:///models/run1", docker_runtime="yarn", docker_mounts="/scratch:/scratch:ro")
+    assert app.services["ps"].env["YARN_CONTAINER_RUNTIME_DOCKER_IMAGE"] == "tf/ps:1"  # the type's own image
     env = app.services["worker"].env
     assert env["YARN_CONTAINER_RUNTIME_TYPE"] == "docker"
     assert env["YARN_CONTAINER_RUNTIME_DOCKER_IMAGE"] == "tf/tensorflow:2.21.0"
     mounts = env["YARN_CONTAINER_RUNTIME_DOCKER_MOUNTS"].split(",")
     assert mounts == ["/etc/hadoop/conf:/etc/hadoop/conf:ro", "/usr/lib/jvm/java-17:/usr/lib/jvm/java-17:ro",
-                      "/data/in:/data/in:ro"]  # HDFS output is not a mount
+                      "/data/in:/data/in:ro", "/scratch:/scratch:ro"]  # HDFS output is not a mount
     assert "YARN_CONTAINER_RUNTIME_TYPE" not in app.master.env  # the AM runs natively
+
+
+def test_the_engine_runtime_asks_nothing_of_yarn(tmp_path, monkeypatch):
+    _, app = _app(tmp_path, monkeypatch, docker_image="tf/tensorflow:2.21.0")
+    assert not any(k.startswith("YARN_CONTAINER_RUNTIME") for s in app.services.values() for k in s.env)
 
 
 def test_packed_environment_is_an_archive_of_the_tasks_only(tmp_path, monkeypatch):

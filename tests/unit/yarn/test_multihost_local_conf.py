@@ -38,7 +38,7 @@ def test_slot_0_has_the_bridge_at_1_and_hosts_from_2():
     assert network.host("198.18.0.3").name == "h2" and network.host("h3").netns == "tony0h3"
     # run in the namespace, with the host's address as host name (skein's tracking URL is built from it)
     prefix = network.exec_prefix(network.hosts[0])
-    assert prefix[1:4] == ["netns", "exec", "tony0h1"] and "--uts" in prefix and prefix[-1] == "198.18.0.2"
+    assert prefix[1] == "--net=/run/netns/tony0h1" and "--uts" in prefix and prefix[-1] == "198.18.0.2"
 
 
 def _settings(nodes: int) -> ClusterSettings:

@@ -35,11 +35,13 @@ def _die_with_parent() -> None:
 class UserProcess:
     def __init__(self, command: str, env: dict[str, str], cwd: str | None = None, tail_lines: int = 40,
                  stderr_sink: BinaryIO | None = None, stdout_sink: BinaryIO | None = None,
-                 on_output: Callable[[str, bytes], None] | None = None):
-        """`on_output(stream, chunk)` sees every chunk of both streams ("stdout"/"stderr"), as written."""
+                 on_output: Callable[[str, bytes], None] | None = None, argv: list[str] | None = None):
+        """`on_output(stream, chunk)` sees every chunk of both streams ("stdout"/"stderr"), as written.
+        `argv` (a container engine's `run`, core/executor/engine.py) runs instead of `bash -c command`; its
+        stdin is a pipe this process holds open until it ends: the container's lease on its executor."""
         self.proc = subprocess.Popen(
-            ["bash", "-c", command], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL, process_group=0, preexec_fn=_die_with_parent,
+            argv or ["bash", "-c", command], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE if argv else subprocess.DEVNULL, process_group=0, preexec_fn=_die_with_parent,
         )
         self.tail_lines = tail_lines
         self._tail = bytearray()

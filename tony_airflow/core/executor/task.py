@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tony_airflow.core import protocol
+from tony_airflow.core.executor import engine
 from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
@@ -32,6 +33,7 @@ AM_LOST_EXIT = 75            # the AM stopped answering: this task gave up (EX_T
 AM_LOST_DEFAULT_S = 60.0     # when the job has no heartbeat timeout
 MAX_CALL_TIMEOUT_S = 10.0    # one heartbeat may not take longer than this
 OUTPUT_NOT_PUBLISHED = 74    # the command exited 0, but its output could not reach HDFS (EX_IOERR)
+ENGINE_FAILED = 1            # the container engine could not run the command (core/executor/engine.py)
 
 
 class RefusedByAM(RuntimeError):
@@ -169,13 +171,23 @@ class Executor:
         if self.stop_requested.is_set():
             reservation.release()
             return AM_LOST_EXIT if self.am_lost.is_set() else 0
-        log.info("starting: %s", command)
+        plan = self._container_plan(command, env, cwd, gpus)
+        if plan is not None:
+            try:
+                engine.preflight(plan.engine, plan.image, self.host, self.task_name)
+            except engine.EngineError as exc:
+                reservation.release()
+                return self._end_without_command(mirror, push, str(exc))
+            log.info("starting in %s (%s): %s", plan.image, plan.engine, command)
+        else:
+            log.info("starting: %s", command)
         tee = OutputTee(self.me.type, self.me.index, self.me.attempt, self._ship_output,
                         None if self.local else container_log_dir()).start()
         # In a container the output goes to its own file (the live output's, aggregated by YARN), not
         # also into the executor's log: `yarn logs` shows it once. Elsewhere (client mode) to this terminal.
         sink = open(os.devnull, "wb") if tee.has_file else None
-        self.child = UserProcess(command, env, cwd=cwd, on_output=tee.write, stdout_sink=sink, stderr_sink=sink)
+        self.child = UserProcess(command, env, cwd=cwd, on_output=tee.write, stdout_sink=sink, stderr_sink=sink,
+                                 argv=plan.argv() if plan else None)
         self.usage = UsageSampler(self.child.proc.pid, env.get("CUDA_VISIBLE_DEVICES")).start()
         reservation.release_when_bound(self.child.alive)
         if self.stop_requested.is_set():  # a stop that came while the command started
@@ -192,6 +204,10 @@ class Executor:
         unpublished = self._finish_output(mirror, push, code, ended_at)
         if unpublished and code == 0 and not self.stop_requested.is_set():
             code = OUTPUT_NOT_PUBLISHED
+        engine_line = engine.explain_exit(code, self.child.stderr_tail(), plan, self.host, self.task_name) \
+            if plan is not None and code and not self.stop_requested.is_set() else ""
+        if engine_line:
+            log.error("%s", engine_line)
         if self.am_lost.is_set():
             log.error("stopped the user command (exit code %d): the AM has not answered for %.0fs",
                       code, self.give_up_s)
@@ -200,8 +216,48 @@ class Executor:
             log.info("stopped at the AM's request (exit code %d)", code)
         else:
             log.info("user command exited with code %d", code)
-        self._report(code, unpublished)
+        self._report(code, unpublished, engine_line)
         return 0 if self.stop_requested.is_set() else code
+
+    @property
+    def task_name(self) -> str:
+        return f"{self.me.type}:{self.me.index}"
+
+    def _container_plan(self, command: str, env: dict[str, str], cwd: str | None,
+                        gpus: list[int]) -> engine.ContainerPlan | None:
+        """How the command runs in its image (docker_runtime: engine), or None: on the node itself."""
+        image = self.job.image_of(self.me.type)
+        if not image or self.job.docker_runtime != "engine" or self.local:
+            return None
+        workdir = Path.cwd()
+        task = self.job.tasks[self.me.type]
+        container = os.environ.get("CONTAINER_ID", "")
+        me = self.me
+        local_paths = [(p, mode) for p, mode in ((self.job.input_path, "ro"), (self.job.output_path, "rw"))
+                       if p and not is_hdfs(p)]
+        return engine.ContainerPlan(
+            engine=self.job.docker_engine, image=image,
+            name=f"tony-{container or f'{me.app_id}-{me.type}-{me.index}-a{me.attempt}'}",
+            workdir=cwd or str(workdir), command=command,
+            env_names=engine.env_names(env, os.environ, self.job.env),
+            mounts=engine.mounts(workdir, env, local_paths, self.job.docker_mounts),
+            memory_mb=task.memory_of(me.index), vcores=task.vcores_of(me.index),
+            user=self.job.docker_user or f"{os.getuid()}:{os.getgid()}",
+            labels={engine.LABEL: "1", f"{engine.LABEL}.application": me.app_id,
+                    f"{engine.LABEL}.container": container, f"{engine.LABEL}.task": self.task_name,
+                    f"{engine.LABEL}.attempt": str(me.attempt), f"{engine.LABEL}.workdir": str(workdir)},
+            gpus=gpus if task.gpus else [], home=str(workdir), ulimits=engine.node_ulimits(),
+            runtime=engine.podman_runtime() if self.job.docker_engine == "podman" else "",
+        )
+
+    def _end_without_command(self, mirror: Mirror | None, push: bool, reason: str) -> int:
+        """The command could not start (its container engine said no): the attempt fails with `reason`."""
+        log.error("%s", reason)
+        self._finish_output(mirror, push, ENGINE_FAILED, time.time())
+        if self.am_lost.is_set():
+            return AM_LOST_EXIT
+        self._report(ENGINE_FAILED, "", reason)
+        return 0 if self.stop_requested.is_set() else ENGINE_FAILED
 
     def _finish_output(self, mirror: Mirror | None, push: bool, code: int, ended_at: float) -> str:
         """The last push of the output; '' or why it could not be published (one line).
@@ -335,8 +391,10 @@ class Executor:
                                                      "container_id": os.environ.get("CONTAINER_ID", "")},
                            retries=1, timeout=MAX_CALL_TIMEOUT_S)
 
-    def _report(self, code: int, problem: str = "") -> None:
-        tail = self.child.stderr_tail() if self.child else ""
+    def _report(self, code: int, problem: str = "", reason: str = "") -> None:
+        """`problem`: what went wrong after the command (said after its stderr); `reason`: the one line
+        that says why the command failed, instead of its stderr (the container engine's failures)."""
+        tail = reason or (self.child.stderr_tail() if self.child else "")
         if problem:
             tail = f"{tail.rstrip()}\ntony: {problem}".lstrip()
         try:

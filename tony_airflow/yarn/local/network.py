@@ -170,9 +170,14 @@ class HostNetwork:
 
     def exec_prefix(self, host: Host) -> list[str]:
         """What runs a command on the host: in its network namespace, with the host's address as host
-        name. Every step execs the next, so the command keeps the pid it was started with."""
+        name. Every step execs the next, so the command keeps the pid it was started with.
+
+        nsenter joins the network namespace only; `ip netns exec` would also make a mount namespace with a
+        sysfs of its own, where no cgroup is mounted, and a container engine on the host (podman's runc,
+        issue #31) could not start a container there ("no cgroup mount found in mountinfo")."""
+        nsenter = shutil.which("nsenter") or "/usr/bin/nsenter"
         unshare = shutil.which("unshare") or "/usr/bin/unshare"
-        return [ip_command(), "netns", "exec", host.netns, unshare, "--uts", sys.executable, "-c", _SET_HOSTNAME,
+        return [nsenter, f"--net=/run/netns/{host.netns}", unshare, "--uts", sys.executable, "-c", _SET_HOSTNAME,
                 host.address]
 
 

@@ -77,7 +77,9 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     :param tensorboard: start a TensorBoard task over ``output_path``, linked from the task
     :param yarn_queue: the YARN queue (``queue`` is taken: BaseOperator's executor queue); default: the
         connection's ``queue`` extra, else ``default``
-    :param application_name / node_label / docker_image / env / max_attempts / max_free_retries /
+    :param docker_image: the image the tasks run in (``"IMAGE"``, or a list with ``"TYPE:IMAGE"`` forms); the
+        engine, mounts and user come from ``conf`` (``docker_engine``, ``docker_mounts``, ``docker_user``)
+    :param application_name / node_label / env / max_attempts / max_free_retries /
         am_attempts: as in ``ytf-submit``
     :param conf: a YAML/JSON job file path, or a mapping of further job fields (timeouts, tracked, ...);
         the explicit arguments win over it
@@ -119,7 +121,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         yarn_queue: str | None = None,
         application_name: str | None = None,
         node_label: str | Sequence[str] | None = None,
-        docker_image: str | None = None,
+        docker_image: str | Sequence[str] | None = None,
         env: Mapping[str, str] | None = None,
         conf: str | Mapping[str, Any] | None = None,
         max_attempts: int | None = None,

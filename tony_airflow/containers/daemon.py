@@ -1,0 +1,109 @@
+"""Making sure a container engine answers on this machine (`tony cluster up --docker`, the test fixtures).
+
+podman has no daemon. Docker's is started when it is not running, with a configuration that makes
+no bridge and no firewall rules: the project only ever uses host networking, and an engine's default
+bridge would put private-range addresses on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tony_airflow.core.executor.engine import LABEL
+from tony_airflow.errors import ClusterError
+
+DAEMON_JSON = Path("/etc/docker/daemon.json")
+NO_NETWORKING = {"bridge": "none", "iptables": False, "ip6tables": False}
+PACKAGES = {"docker": "docker.io", "podman": "podman"}
+START_TIMEOUT_S = 60.0
+
+
+def answers(engine: str) -> bool:
+    if shutil.which(engine) is None:
+        return False
+    return subprocess.run([engine, "info"], capture_output=True, timeout=60, stdin=subprocess.DEVNULL).returncode == 0
+
+
+def ensure_running(engine: str, log_file: Path, log: Callable[[str], None] = print) -> int | None:
+    """The engine answers when this returns; the pid of a dockerd this started (None: it already ran, or
+    podman). ClusterError in one line when it cannot."""
+    if shutil.which(engine) is None:
+        raise ClusterError(f"{engine} is not installed; install Debian's {PACKAGES.get(engine, engine)} "
+                           "(make test does)")
+    if engine != "docker" or answers(engine):
+        return None
+    _configure_daemon()
+    log(f"starting dockerd (no bridge, no firewall rules; log {log_file})")
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as out:
+        proc = subprocess.Popen(["dockerd"], stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ClusterError(f"dockerd exited with code {proc.returncode}; see {log_file}")
+        if answers(engine):
+            return proc.pid
+        time.sleep(0.5)
+    raise ClusterError(f"dockerd did not answer in {START_TIMEOUT_S:.0f}s; see {log_file}")
+
+
+def _configure_daemon() -> None:
+    """Host networking only: our keys set in daemon.json, whatever else an admin put there kept."""
+    current = json.loads(DAEMON_JSON.read_text()) if DAEMON_JSON.exists() else {}
+    if all(current.get(k) == v for k, v in NO_NETWORKING.items()):
+        return
+    DAEMON_JSON.parent.mkdir(parents=True, exist_ok=True)
+    DAEMON_JSON.write_text(json.dumps({**current, **NO_NETWORKING}, indent=2) + "\n")
+
+
+def project_containers(selector: str = LABEL, under: Sequence[Path] = (),
+                       engines: Sequence[str] = ("docker", "podman")) -> list[tuple[str, str]]:
+    """(engine, id) of the project's containers, running or not, that match the label `selector`
+    (`LABEL.application=<id>`, say) and, given `under`, whose task ran below one of those directories."""
+    found = []
+    roots = [str(d).rstrip("/") + "/" for d in under]
+    for engine in engines:
+        if shutil.which(engine) is None or (engine == "docker" and not answers(engine)):
+            continue
+        label = f'.Label "{LABEL}.workdir"' if engine == "docker" else f'index .Labels "{LABEL}.workdir"'
+        listed = subprocess.run([engine, "ps", "-a", "--filter", f"label={selector}", "--format",
+                                 f"{{{{.ID}}}} {{{{{label}}}}}"],
+                                capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        for line in listed.stdout.splitlines():
+            fields = line.split()
+            if fields and (not roots or (len(fields) == 2 and fields[1].startswith(tuple(roots)))):
+                found.append((engine, fields[0]))
+    return found
+
+
+def remove_containers_under(dirs: Sequence[Path]) -> list[str]:
+    """Stop and remove every project container whose task ran in one of `dirs` (a cluster's NodeManager
+    directories): what `tony cluster down` leaves of the project's containers, nothing, and nobody else's."""
+    found = project_containers(under=dirs)
+    for engine in {e for e, _ in found}:
+        ids = [i for e, i in found if e == engine]
+        subprocess.run([engine, "rm", "-f", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    return [i for _, i in found]
+
+
+def stop_daemon(pid: int | None) -> None:
+    """The dockerd `ensure_running` started (and only that one)."""
+    if not pid:
+        return
+    try:
+        os.kill(pid, 15)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
