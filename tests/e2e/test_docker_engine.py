@@ -191,15 +191,18 @@ def test_every_way_of_ending_leaves_no_container(local_cluster: LocalCluster, rm
 
 
 # ------------------------------------------------------------------------------- failures, one line
-@pytest.mark.parametrize("image, memory, command, line", [
-    ("nosuch/image:1", "256", "true", "worker:0: image 'nosuch/image:1' not found on "),
-    (NO_SHELL, "256", "true", f"worker:0: image '{NO_SHELL}' has no /bin/sh on "),
+@pytest.mark.parametrize("image, memory, command, line, extra", [
+    ("nosuch/image:1", "256", "true", "worker:0: image 'nosuch/image:1' not found on ", ()),
+    (NO_SHELL, "256", "true", f"worker:0: image '{NO_SHELL}' has no /bin/sh on ", ()),
     (BUSYBOX, "128", "head -c 400000000 /dev/zero | tail", "worker:0: the command went over its container's memory "
-                                                            "limit (128 MiB)"),
-])
+                                                            "limit (128 MiB)", ()),
+    (BUSYBOX, "256", "true", "worker:0: the docker daemon is not running on ",
+     ("--env", "DOCKER_HOST=unix:///nonexistent/docker.sock")),  # the node's docker client finds no daemon
+], ids=["no-such-image", "no-shell", "memory-limit", "no-daemon"])
 def test_what_the_engine_refuses_is_the_jobs_last_line(local_cluster, rm, small_images, image, memory, command,
-                                                       line):
-    proc, app_id = ytf_submit("-r", "worker:1", "-m", memory, "--docker_image", image, "-n", "engine-fails", command)
+                                                       line, extra):
+    proc, app_id = ytf_submit("-r", "worker:1", "-m", memory, "--docker_image", image, "-n", "engine-fails", *extra,
+                              command)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]  # what the user reads last
     assert line in last, last
