@@ -111,6 +111,32 @@ def multihost_rm(multihost_cluster: LocalCluster) -> ResourceManagerClient:
 
 
 @pytest.fixture(scope="module")
+def ha_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """`tony cluster up --ha` (two NameNodes of nameservice `tony`, two RMs, ZooKeeper, a JournalNode):
+    started once, by the module that uses it (tests/e2e/test_ha.py), and stopped after it."""
+    state_dir = tmp_path_factory.mktemp("ha-cluster")
+    started = time.monotonic()
+    cluster = LocalCluster(state_dir)
+    try:
+        assert cli.run(["cluster", "up", "--ha", "--state-dir", str(state_dir)]) == 0
+        record("HA cluster up", time.monotonic() - started)
+    except BaseException:
+        cluster.down(log=lambda *_: None)
+        raise
+    try:
+        yield cluster
+    finally:
+        cluster.down(log=lambda *_: None)
+        assert not any(cluster.running().values()), cluster.running()
+
+
+@pytest.fixture(scope="module")
+def ha_rm(ha_cluster: LocalCluster) -> ResourceManagerClient:
+    """Both RMs: the client finds the active one, as every front end's does."""
+    return ResourceManagerClient(ha_cluster.rm_urls)
+
+
+@pytest.fixture(scope="module")
 def preemption_cluster(tmp_path_factory: pytest.TempPathFactory):
     """`tony cluster up --preemption` (two queues, YARN's preemption monitor): started once, by the one
     module that uses it (tests/e2e/test_preemption.py), and stopped after it."""
@@ -256,7 +282,7 @@ def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, l
 def nothing_left_behind(request: pytest.FixtureRequest):
     """After each e2e test that used a cluster: no active application, no container process."""
     names = [("local_cluster", "rm"), ("secure_cluster", "secure_rm"), ("multihost_cluster", "multihost_rm"),
-             ("preemption_cluster", "preemption_rm")]
+             ("preemption_cluster", "preemption_rm"), ("ha_cluster", "ha_rm")]
     used = next(((c, r) for c, r in names if c in request.fixturenames), None)
     if used:
         cluster: LocalCluster = request.getfixturevalue(used[0])

@@ -54,3 +54,17 @@ def test_bad_port_base_is_refused(tmp_path: Path):
         proc = _tony("cluster", "up", "--state-dir", str(tmp_path / "c"), "--port-base", bad)
         assert proc.returncode == 2, (bad, proc.stderr)
         assert "--port-base" in _one_line(proc.stderr)
+
+
+def test_ha_with_a_nameservice_that_is_not_a_host_name_is_refused(tmp_path: Path):
+    proc = _tony("cluster", "up", "--ha", "--nameservice", "My.Cluster", "--state-dir", str(tmp_path / "c"))
+    assert proc.returncode == 2, proc.stderr
+    assert "--nameservice: 'My.Cluster' is not a host name label" in _one_line(proc.stderr)
+    assert not (tmp_path / "c" / "run").exists()
+
+
+def test_ha_with_no_hosts_is_refused(tmp_path: Path):
+    proc = _tony("cluster", "up", "--ha", "--nodes", "0", "--state-dir", str(tmp_path / "c"))
+    assert proc.returncode == 2, proc.stderr
+    assert "--nodes: 0 hosts; allowed: 1 to" in _one_line(proc.stderr)
+    assert not (tmp_path / "c" / "run").exists()

@@ -20,11 +20,18 @@ def _cluster(args: argparse.Namespace) -> int:
 
     cluster = LocalCluster(args.state_dir) if args.state_dir else LocalCluster.default()
     if args.action == "up":
+        nameservice = args.nameservice if args.ha else ("" if args.ha is False else None)
         cluster.up(port_base=args.port_base, timeout=args.timeout, log=err, gpus=args.gpus, secure=args.secure,
-                   nodes=args.nodes, preemption=args.preemption)
+                   nodes=args.nodes, preemption=args.preemption, nameservice=nameservice)
         print(f"Local YARN + HDFS is up ({cluster.state_dir}).")
-        print(f"  ResourceManager  {cluster.rm_url}")
-        print(f"  NameNode         {cluster.nn_url}")
+        if cluster.settings.ha:
+            health = cluster.health()
+            print(f"  ResourceManagers {', '.join(cluster.rm_urls)} ({health['resourcemanagers']})")
+            print(f"  NameNodes        {', '.join(cluster.nn_urls)} ({health['namenodes']})")
+            print(f"  HDFS             hdfs://{cluster.settings.nameservice}/ (HA nameservice)")
+        else:
+            print(f"  ResourceManager  {cluster.rm_url}")
+            print(f"  NameNode         {cluster.nn_url}")
         print(f"  HADOOP_CONF_DIR  {cluster.conf_dir}")
         network = cluster.network
         for host in network.hosts if network else ():
@@ -170,6 +177,14 @@ def build_parser() -> OneLineParser:
                                  "preemption monitor on: a job in one queue takes its half back from the other")
     preemption.add_argument("--no-preemption", dest="preemption", action="store_false",
                             help="one queue, no preemption (the default for a new cluster)")
+    ha = cluster.add_mutually_exclusive_group()
+    ha.add_argument("--ha", dest="ha", action="store_true", default=None,
+                    help="production shape: two NameNodes of one nameservice (QJM, automatic failover by ZKFC), "
+                         "two ResourceManagers (leader election and state in ZooKeeper, work-preserving recovery)")
+    ha.add_argument("--no-ha", dest="ha", action="store_false", help="one NameNode, one ResourceManager "
+                                                                     "(the default for a new cluster)")
+    cluster.add_argument("--nameservice", default="tony", help="the HA nameservice: HDFS is hdfs://NAME/ "
+                                                             "(default: tony; a host name label)")
     cluster.add_argument("--docker", action="store_true",
                          help="make sure the Docker daemon runs (started with no bridge and no firewall rules "
                               "if it does not), for jobs with --docker_image")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from tony_airflow.examples.digits_data import write_npz
 from tony_airflow.yarn.hdfs import hdfs_path, webhdfs
@@ -21,13 +22,18 @@ def prepare(run_dir: str, fs: WebHDFS | None = None) -> dict[str, str]:
     """Write the digits train/test split as .npz into `run_dir`/data on HDFS (replacing an earlier run).
 
     `fs`: the HDFS to write to (an Airflow connection's); default: the cluster's, as this process is."""
-    fs, root = fs or webhdfs(), hdfs_path(run_dir).rstrip("/")
+    fs, root = fs or webhdfs(uri=_hdfs_uri(run_dir)), hdfs_path(run_dir).rstrip("/")
     if fs.exists(root):
         fs.rm(root, recursive=True)
     with tempfile.TemporaryDirectory() as local:
         for path in write_npz(local):
             fs.put(path, f"{root}/data/{path.rsplit('/', 1)[1]}")
-    return {"input": f"hdfs://{root}/data", "output": f"hdfs://{root}/model"}
+    authority = urlparse(run_dir).netloc if run_dir.startswith("hdfs:") else ""  # kept: another nameservice's
+    return {"input": f"hdfs://{authority}{root}/data", "output": f"hdfs://{authority}{root}/model"}
+
+
+def _hdfs_uri(path: str) -> str | None:
+    return path if path.startswith("hdfs:") else None
 
 
 def evaluate(input_dir: str, output_dir: str, fs: WebHDFS | None = None) -> dict[str, float]:
@@ -38,7 +44,7 @@ def evaluate(input_dir: str, output_dir: str, fs: WebHDFS | None = None) -> dict
     import numpy as np
     import tf_keras as keras
 
-    fs = fs or webhdfs()
+    fs = fs or webhdfs(uri=_hdfs_uri(output_dir))
     with tempfile.TemporaryDirectory() as local:
         fs.get(f"{hdfs_path(output_dir)}/model.keras", f"{local}/model.keras")
         fs.get(f"{hdfs_path(input_dir)}/digits_test.npz", f"{local}/test.npz")

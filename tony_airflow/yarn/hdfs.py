@@ -15,6 +15,8 @@ from urllib.parse import urlparse
 
 from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.discovery import require_conf_dir
+from tony_airflow.yarn.failover import NN_FAILOVER_WAIT_S, active_namenode_call, nn_is_standby, ordered, pauses
+from tony_airflow.yarn.hadoop_addresses import NameNodes, namenodes
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, find_token
 
@@ -25,8 +27,10 @@ if TYPE_CHECKING:  # fsspec (and httpx) cost a tenth of a second each: loaded wh
 
 
 def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: KerberosLogin | None = None,
-            token: str | None = None) -> WebHDFS:
-    """A filesystem object for the cluster's HDFS (paths are absolute HDFS paths).
+            token: str | None = None, uri: str | None = None) -> WebHDFS:
+    """A filesystem object for the HDFS of `uri`'s authority (the default filesystem's when it names none;
+    paths are absolute HDFS paths). An HA nameservice gives every NameNode of it: calls go to the active
+    one and fail over as Hadoop's WebHdfsFileSystem does.
 
     On a Kerberos cluster every call carries an HDFS delegation token: `token` when given, else the one
     in HADOOP_TOKEN_FILE_LOCATION (a container, an Azkaban or Oozie job), else one fetched once
@@ -34,12 +38,15 @@ def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: Kerb
     if conf is None:
         conf_dir = require_conf_dir()
         conf = HadoopConf.load(conf_dir)
-    address = urlparse(conf.namenode_web_address())
+    nns = namenodes(conf, uri)
+    first = urlparse(nns.web[0])
+    where = {"host": first.hostname, "port": first.port, "use_https": first.scheme == "https",
+             "namenodes": nns.web, "use_listings_cache": False}
     if conf.kerberos:
-        token = token or _delegation_token(conf, login)
-        return _webhdfs_class()(host=address.hostname, port=address.port, token=token, use_listings_cache=False)
+        token = token or _delegation_token(nns, login)
+        return _webhdfs_class()(token=token, **where)
     user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
-    return _webhdfs_class()(host=address.hostname, port=address.port, user=user, use_listings_cache=False)
+    return _webhdfs_class()(user=user, **where)
 
 
 # Every WebHDFS request has a deadline: a DataNode that hangs must not hang a chief's final push or the
@@ -52,8 +59,23 @@ WEBHDFS_CONNECT_RETRIES = 3
 _CLASS: type | None = None
 
 
+class NameNodeStandby(Exception):
+    """A NameNode answered that it is standby: the call was not served, ask the next one."""
+
+
+def _connect_failed(exc: BaseException) -> bool:
+    """A connection that was never made (refused, unreachable): the request was not sent."""
+    from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NewConnectionError
+
+    reason = exc.args[0] if exc.args else None
+    if isinstance(reason, MaxRetryError):
+        reason = reason.reason
+    return isinstance(reason, NewConnectionError | ConnectTimeoutError)
+
+
 def _webhdfs_class() -> type:
-    """fsspec's WebHDFS, whose requests all carry WEBHDFS_TIMEOUT_S and retry a refused connection."""
+    """fsspec's WebHDFS, whose requests all carry WEBHDFS_TIMEOUT_S and retry a refused connection, and
+    which fails over between the NameNodes of an HA nameservice."""
     global _CLASS
     if _CLASS is None:
         import requests
@@ -64,42 +86,79 @@ def _webhdfs_class() -> type:
         class _DeadlineSession(requests.Session):
             def request(self, *args, **kwargs):
                 kwargs.setdefault("timeout", WEBHDFS_TIMEOUT_S)
-                return super().request(*args, **kwargs)
+                resp = super().request(*args, **kwargs)
+                if resp.status_code == 403 and nn_is_standby(resp.status_code, _json_or_none(resp)):
+                    raise NameNodeStandby(resp.url)
+                return resp
 
         class TimedWebHDFS(WebHDFS):
+            def __init__(self, *args, namenodes: tuple[str, ...] = (), **kwargs):
+                self.namenodes = tuple(namenodes)
+                self._active = 0
+                super().__init__(*args, **kwargs)
+
             def _connect(self) -> None:
                 super()._connect()
                 made: requests.Session = self.session  # type: ignore[has-type]  # fsspec's: its TLS settings and authentication
                 session = _DeadlineSession()
                 session.cert, session.verify, session.auth = made.cert, made.verify, made.auth
-                retry = Retry(total=WEBHDFS_CONNECT_RETRIES, connect=WEBHDFS_CONNECT_RETRIES, read=0, status=0,
-                              other=0, redirect=False, backoff_factor=0.5, allowed_methods=None)
+                # one NameNode: a refused connection is tried again here; several: the next one is (_call)
+                tries = WEBHDFS_CONNECT_RETRIES if len(self.namenodes) < 2 else 0
+                retry = Retry(total=tries, connect=tries, read=0, status=0, other=0, redirect=False,
+                              backoff_factor=0.5, allowed_methods=None)
                 for scheme in ("http://", "https://"):
                     session.mount(scheme, HTTPAdapter(max_retries=retry))
                 self.session = session
+
+            def _call(self, op, method="get", path=None, data=None, redirect=True, **kwargs):
+                """The call, to the active NameNode: a standby answer or a refused connection (neither
+                served the call) passes it to the next, for up to NN_FAILOVER_WAIT_S."""
+                if len(self.namenodes) < 2:
+                    return super()._call(op, method, path, data, redirect, **kwargs)
+                next_round = pauses(NN_FAILOVER_WAIT_S)
+                while True:
+                    reasons = []
+                    for index in ordered(self.namenodes, self._active):
+                        self.url = f"{self.namenodes[index]}/webhdfs/v1"
+                        try:
+                            out = super()._call(op, method, path, data, redirect, **kwargs)
+                        except NameNodeStandby:
+                            reasons.append(f"{self.namenodes[index]}: standby")
+                            continue
+                        except requests.ConnectionError as exc:
+                            if not _connect_failed(exc):
+                                raise
+                            reasons.append(f"{self.namenodes[index]}: not reachable")
+                            continue
+                        self._active = index
+                        return out
+                    if not next_round():
+                        raise ConnectionError("webhdfs: no active NameNode: " + "; ".join(reasons))
 
         _CLASS = TimedWebHDFS
     return _CLASS
 
 
-def _delegation_token(conf: HadoopConf, login: KerberosLogin | None) -> str:
+def _json_or_none(resp) -> object:
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+def _delegation_token(nns: NameNodes, login: KerberosLogin | None) -> str:
     if not (login and login.uses_keytab):
         given = find_token(HDFS_DELEGATION_KIND)
         if given is not None:
             return given.url_string()
-    import httpx
-
     from tony_airflow.yarn.kerberos import spnego
 
-    auth = spnego(login)
-    url = f"{conf.namenode_web_address()}/webhdfs/v1/"
     try:
-        resp = httpx.get(url, params={"op": "GETDELEGATIONTOKEN"}, auth=auth, timeout=30, follow_redirects=True)
-    except httpx.TransportError as exc:
-        raise ClusterError(f"webhdfs: {url} did not answer: {exc}") from None
-    if resp.status_code >= 400:
-        raise ClusterError(f"webhdfs: no delegation token from {url}: HTTP {resp.status_code} {resp.text[:200]}")
-    return resp.json()["Token"]["urlString"]
+        answer = active_namenode_call(nns.web, "GET", "/webhdfs/v1/", auth=spnego(login),
+                                      params={"op": "GETDELEGATIONTOKEN"})
+    except ClusterError as exc:
+        raise ClusterError(f"webhdfs: no delegation token: {exc}") from None
+    return answer["Token"]["urlString"]
 
 
 def hdfs_path(url: str) -> str:

@@ -2,7 +2,9 @@
 
 Both clients share one description of each call (`_Call`) and differ only in
 the transport, so the Airflow trigger (async) and everything else (sync) see
-exactly the same answers. Several addresses mean RM HA: the first that answers wins.
+exactly the same answers. Several addresses mean RM HA: the one that last answered as active is asked
+first; a dead one or a standby that knows no active RM passes the call to the next (one that knows
+redirects it there: followed), as Hadoop's ConfiguredRMFailoverProxyProvider does.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import httpx
 
 from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.discovery import require_conf_dir
+from tony_airflow.yarn.failover import ordered, rm_is_standby
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.kerberos import KerberosLogin, rm_http_auth
 
@@ -168,6 +171,7 @@ class _Base:
         self.user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
         self.timeout = timeout
         self.auth = auth
+        self._active = 0  # the address that last answered as the active RM: asked first (HA)
 
     @classmethod
     def from_conf(cls, conf: HadoopConf | None = None, login: KerberosLogin | None = None, **kwargs: Any):
@@ -178,6 +182,18 @@ class _Base:
         if "auth" not in kwargs:
             kwargs["auth"] = rm_http_auth(conf.get("hadoop.security.authentication"), login)
         return cls(conf.rm_web_addresses(), **kwargs)
+
+    @staticmethod
+    def _standby(resp: httpx.Response, base: str, errors: list[str]) -> bool:
+        """A standby RM that knows no active one (one that does redirected us already: followed)."""
+        if rm_is_standby(resp.status_code, resp.text[:200]):
+            errors.append(f"{base}: standby, no active ResourceManager known to it")
+            return True
+        return False
+
+    @staticmethod
+    def _none_active(errors: list[str]) -> ResourceManagerError:
+        return ResourceManagerError("no active ResourceManager answered: " + "; ".join(errors), transient=True)
 
     @staticmethod
     def _check(resp: httpx.Response, call: _Call) -> dict[str, Any]:
@@ -221,14 +237,18 @@ class ResourceManagerClient(_Base):
 
     def _do(self, call: _Call) -> dict[str, Any]:
         errors = []
-        for base in self.addresses:
+        for index in ordered(self.addresses, self._active):
+            base = self.addresses[index]
             try:
                 resp = self.http.request(call.method, base + call.path, params=call.params, json=call.json)
             except httpx.TransportError as exc:
-                errors.append(f"{base}: {exc}")
+                errors.append(f"{base}: {exc or type(exc).__name__}")
                 continue
+            if self._standby(resp, base, errors):
+                continue
+            self._active = index
             return self._check(resp, call)
-        raise ResourceManagerError("no ResourceManager answered: " + "; ".join(errors), transient=True)
+        raise self._none_active(errors)
 
     def application(self, app_id: str) -> ApplicationReport:
         return ApplicationReport.from_json(self._do(_app_call(app_id))["app"])
@@ -251,6 +271,10 @@ class ResourceManagerClient(_Base):
     def submit_application(self, context: dict[str, Any]) -> None:
         """Cluster Applications API (Submit): `context` is an application-submission-context."""
         self._do(_Call("POST", "/ws/v1/cluster/apps", {"user.name": self.user}, context))
+
+    def delegation_token(self, renewer: str) -> dict[str, Any]:
+        """Cluster Delegation Tokens API: a new RM delegation token (needs Kerberos: SPNEGO)."""
+        return self._do(_Call("POST", "/ws/v1/cluster/delegation-token", json={"renewer": renewer}))
 
 
 class AsyncResourceManagerClient(_Base):
@@ -279,14 +303,18 @@ class AsyncResourceManagerClient(_Base):
 
     async def _do_with(self, http: httpx.AsyncClient, call: _Call) -> dict[str, Any]:
         errors = []
-        for base in self.addresses:
+        for index in ordered(self.addresses, self._active):
+            base = self.addresses[index]
             try:
                 resp = await http.request(call.method, base + call.path, params=call.params, json=call.json)
             except httpx.TransportError as exc:
-                errors.append(f"{base}: {exc}")
+                errors.append(f"{base}: {exc or type(exc).__name__}")
                 continue
+            if self._standby(resp, base, errors):
+                continue
+            self._active = index
             return self._check(resp, call)
-        raise ResourceManagerError("no ResourceManager answered: " + "; ".join(errors), transient=True)
+        raise self._none_active(errors)
 
     async def application(self, app_id: str) -> ApplicationReport:
         return ApplicationReport.from_json((await self._do(_app_call(app_id)))["app"])

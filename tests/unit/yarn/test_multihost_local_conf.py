@@ -125,3 +125,24 @@ def test_a_stopped_cluster_whose_slot_was_taken_moves_to_a_free_one(tmp_path, mo
     fresh.nodes = 3
     mine._place_hosts(fresh, some_running=False)
     assert (fresh.net_slot, fresh.nm_memory_mb, fresh.max_alloc_mb) == (1, 4096, 4096)
+
+
+def test_an_ha_cluster_runs_two_namenodes_two_rms_zookeeper_and_a_journalnode(tmp_path: Path):
+    settings = _settings(1)
+    settings.nameservice = "tony"
+    daemons = daemons_of(settings, tmp_path)
+    assert [d.name for d in daemons] == ["zookeeper", "journalnode", "namenode", "namenode-nn2", "zkfc-nn1",
+                                         "zkfc-nn2", "resourcemanager", "resourcemanager-rm2", "datanode",
+                                         "nodemanager"]
+    assert {d.name: d.conf for d in daemons if d.conf != "conf"} == {
+        "namenode": "conf-nn1", "namenode-nn2": "conf-nn2", "zkfc-nn1": "conf-nn1", "zkfc-nn2": "conf-nn2",
+        "resourcemanager": "conf-rm1", "resourcemanager-rm2": "conf-rm2"}
+    write_conf(tmp_path / "conf", tmp_path, tmp_path / "jars", settings, container_path="/usr/bin")
+    shared = HadoopConf.load(tmp_path / "conf")
+    assert shared.get("fs.defaultFS") == "hdfs://tony"
+    assert shared.get("dfs.namenode.rpc-address") is None and shared.get("yarn.resourcemanager.address") is None
+    assert shared.namenode_web_addresses() == [f"http://127.0.0.1:{settings.ports['dfs.namenode.http-address']}",
+                                               f"http://127.0.0.1:{settings.ports['nn2:http']}"]
+    assert len(shared.rm_web_addresses()) == 2
+    assert HadoopConf.load(tmp_path / "conf-nn2").get("dfs.ha.namenode.id") == "nn2"
+    assert HadoopConf.load(tmp_path / "conf-rm1").get("yarn.resourcemanager.ha.id") == "rm1"

@@ -81,7 +81,7 @@ class Mirror:
         self.uri = uri
         self.remote = hdfs_path(uri).rstrip("/") or "/"
         self.local = local.absolute()
-        self.files: OutputFiles = files or WebHdfsFiles(webhdfs())
+        self.files: OutputFiles = files or WebHdfsFiles(webhdfs(uri=uri))
         self.writer = writer or "w"
         self.attempt = attempt                    # (application id, attempt number) of this writer
         self._held: dict[str, Key] = {}           # rel -> the local version HDFS holds (pushed or pulled)

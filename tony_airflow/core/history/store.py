@@ -64,7 +64,7 @@ class HistoryStore:
             return cls(LocalFileSystem(), uri[len("file://"):])
         from tony_airflow.yarn.hdfs import hdfs_path, webhdfs
 
-        return cls(webhdfs(), hdfs_path(uri))
+        return cls(webhdfs(uri=uri if uri.startswith("hdfs:") else None), hdfs_path(uri))
 
     # ----------------------------------------------------------- layout
     def job_dir(self, app_id: str) -> str:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -39,6 +40,7 @@ from tony_airflow.yarn.local.config import (
     port_is_free,
     write_conf,
 )
+from tony_airflow.yarn.local.ha import NAMENODE_IDS, RM_IDS, ZK_TICK_MS, check_nameservice
 from tony_airflow.yarn.local.kdc import Kdc, service_principal
 from tony_airflow.yarn.local.launchers import write_launchers
 from tony_airflow.yarn.local.native import ensure_native, native_dir
@@ -58,6 +60,7 @@ class Daemon:
     heap_mb: int
     conf: str = "conf"
     host: Host | None = None  # a worker host of a multi-host cluster: the daemon runs in its namespace
+    args: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -71,23 +74,46 @@ RESOURCEMANAGER = Daemon("resourcemanager", "org.apache.hadoop.yarn.server.resou
 NODEMANAGER = Daemon("nodemanager", "org.apache.hadoop.yarn.server.nodemanager.NodeManager", 384)
 DAEMONS = (NAMENODE, DATANODE, RESOURCEMANAGER, NODEMANAGER)
 GPU_NODEMANAGER = Daemon("nodemanager-gpu", NODEMANAGER.main_class, 384, conf="conf-gpu")
+JOURNALNODE = Daemon("journalnode", "org.apache.hadoop.hdfs.qjournal.server.JournalNode", 192)
+ZKFC_CLASS = "org.apache.hadoop.hdfs.tools.DFSZKFailoverController"
 
 
-def daemons_of(settings: ClusterSettings) -> tuple[Daemon, ...]:
-    """The daemons a cluster of these settings runs, in start order."""
+def zookeeper(settings: ClusterSettings, state_dir: Path) -> Daemon:
+    """Hadoop's own ZooKeeper, standalone: `ZooKeeperServerMain <port> <dataDir> <tickTime>`."""
+    return Daemon("zookeeper", "org.apache.zookeeper.server.ZooKeeperServerMain", 128,
+                  args=(str(settings.ports["zookeeper"]), str(state_dir / "data" / "zookeeper"), str(ZK_TICK_MS)))
+
+
+def ha_masters(settings: ClusterSettings, state_dir: Path) -> tuple[Daemon, ...]:
+    """ZooKeeper and the JournalNode, both NameNodes with their ZKFCs, both ResourceManagers."""
+    return (zookeeper(settings, state_dir), JOURNALNODE,
+            replace(NAMENODE, conf="conf-nn1"), Daemon("namenode-nn2", NAMENODE.main_class, 384, conf="conf-nn2"),
+            Daemon("zkfc-nn1", ZKFC_CLASS, 128, conf="conf-nn1"), Daemon("zkfc-nn2", ZKFC_CLASS, 128, conf="conf-nn2"),
+            replace(RESOURCEMANAGER, conf="conf-rm1"),
+            Daemon("resourcemanager-rm2", RESOURCEMANAGER.main_class, 512, conf="conf-rm2"))
+
+
+def daemons_of(settings: ClusterSettings, state_dir: Path = Path(".")) -> tuple[Daemon, ...]:
+    """The daemons a cluster of these settings runs, in start order (`state_dir`: ZooKeeper's data's)."""
     network = settings.network
+    masters = ha_masters(settings, state_dir) if settings.ha else (NAMENODE, RESOURCEMANAGER)
     if network:
-        return (NAMENODE, RESOURCEMANAGER, *(
+        return (*masters, *(
             Daemon(f"{d.name}-{host.name}", d.main_class, d.heap_mb, conf=host_conf_name(host),
                    host=host)
             for host in network.hosts for d in (DATANODE, NODEMANAGER)))
+    if settings.ha:
+        return (*masters, DATANODE, NODEMANAGER, *((GPU_NODEMANAGER,) if settings.gpus else ()))
     return DAEMONS + ((GPU_NODEMANAGER,) if settings.gpus else ())
 
 
-def check_hosts(nodes: int, secure: bool, gpus: int) -> None:
+def check_hosts(nodes: int, secure: bool, gpus: int, ha: bool = False) -> None:
     """Refuse host counts a local cluster cannot have, and what a multi-host cluster cannot be combined with."""
     if not 1 <= nodes <= MAX_HOSTS:
         raise UsageError(f"--nodes: {nodes} hosts; allowed: 1 to {MAX_HOSTS}")
+    if ha and secure:
+        raise UsageError("--ha: an HA cluster runs with simple authentication for now; allowed with --secure: "
+                         "no --ha")
     if nodes == 1:
         return
     if secure:
@@ -98,6 +124,14 @@ def check_hosts(nodes: int, secure: bool, gpus: int) -> None:
     if os.geteuid() != 0:
         raise UsageError("--nodes: a multi-host cluster makes network namespaces, which needs root; "
                          "allowed without root: --nodes 1")
+
+
+def _one_active(states: str | None) -> bool:
+    """An HA pair serves: one active, the other standby ("nn1 active, nn2 standby"); None: not HA."""
+    if states is None:
+        return True
+    words = [item.split()[-1] for item in states.split(", ")]
+    return words.count("active") == 1 and all(w in ("active", "standby") for w in words)
 
 
 class LocalCluster:
@@ -129,12 +163,62 @@ class LocalCluster:
         return ClusterSettings.load(self.settings_file)
 
     @property
+    def rm_urls(self) -> list[str]:
+        """Every ResourceManager's web address (two with --ha)."""
+        settings = self.settings
+        keys = ["yarn.resourcemanager.webapp.address"] + (["rm2:yarn.resourcemanager.webapp.address"]
+                                                          if settings.ha else [])
+        return [f"http://{settings.address(key)}" for key in keys]
+
+    @property
+    def nn_urls(self) -> list[str]:
+        """Every NameNode's web address (two with --ha)."""
+        settings = self.settings
+        keys = ["dfs.namenode.http-address"] + (["nn2:http"] if settings.ha else [])
+        return [f"http://{settings.address(key)}" for key in keys]
+
+    @property
     def rm_url(self) -> str:
-        return f"http://{self.settings.address('yarn.resourcemanager.webapp.address')}"
+        """The active ResourceManager's web address (the first when none is, or while it is not known)."""
+        urls = self.rm_urls
+        return next((url for url, state in zip(urls, self.rm_states()) if state == "active"), urls[0])
 
     @property
     def nn_url(self) -> str:
-        return f"http://{self.settings.address('dfs.namenode.http-address')}"
+        """The active NameNode's web address (the first when none is, or while it is not known)."""
+        urls = self.nn_urls
+        return next((url for url, state in zip(urls, self.nn_states()) if state == "active"), urls[0])
+
+    def rm_states(self) -> list[str]:
+        """active / standby / down of each ResourceManager (`/ws/v1/cluster/info`'s haState)."""
+        if not self.settings.ha:
+            return ["active"]
+        states = []
+        with self.kerberos_env():
+            auth = self._http_auth()
+            for url in self.rm_urls:
+                try:
+                    info = httpx.get(f"{url}/ws/v1/cluster/info", timeout=5, auth=auth).json()["clusterInfo"]
+                    states.append(str(info.get("haState", "")).lower() or "unknown")
+                except (httpx.HTTPError, ValueError, KeyError):
+                    states.append("down")
+        return states
+
+    def nn_states(self) -> list[str]:
+        """active / standby / down of each NameNode (the NameNodeStatus bean)."""
+        if not self.settings.ha:
+            return ["active"]
+        states = []
+        with self.kerberos_env():
+            auth = self._http_auth()
+            for url in self.nn_urls:
+                try:
+                    beans = httpx.get(f"{url}/jmx", params={"qry": "Hadoop:service=NameNode,name=NameNodeStatus"},
+                                      timeout=5, auth=auth).json()["beans"]
+                    states.append(str(beans[0].get("State", "")).lower() or "unknown")
+                except (httpx.HTTPError, ValueError, KeyError, IndexError):
+                    states.append("down")
+        return states
 
     @property
     def java_home(self) -> Path:
@@ -169,7 +253,7 @@ class LocalCluster:
 
     @property
     def daemons(self) -> tuple[Daemon, ...]:
-        return daemons_of(self.settings) if self.settings_file.exists() else DAEMONS
+        return daemons_of(self.settings, self.state_dir) if self.settings_file.exists() else DAEMONS
 
     @property
     def network(self) -> HostNetwork | None:
@@ -212,14 +296,18 @@ class LocalCluster:
 
     # ----------------------------------------------------------------------- up
     def up(self, port_base: int | None = None, timeout: float = 180.0, log=print, gpus: int | None = None,
-           secure: bool | None = None, nodes: int | None = None, preemption: bool | None = None) -> None:
+           secure: bool | None = None, nodes: int | None = None, preemption: bool | None = None,
+           nameservice: str | None = None) -> None:
         """Start whatever is not running and wait until YARN and HDFS serve.
 
         `secure=True` first creates and starts this cluster's KDC and turns Kerberos on.
         `nodes=N` (N > 1) runs N worker hosts, each a network namespace with its own
-        NodeManager and DataNode (`network.HostNetwork`)."""
+        NodeManager and DataNode (`network.HostNetwork`). `nameservice="x"` makes it HA (`ha.py`):
+        hdfs://x/ served by two NameNodes, two ResourceManagers; "" makes it a single-master one."""
         # before anything starts; again below with what the cluster kept from earlier runs
-        check_hosts(1 if nodes is None else nodes, bool(secure), gpus or 0)
+        if nameservice:
+            check_nameservice(nameservice)
+        check_hosts(1 if nodes is None else nodes, bool(secure), gpus or 0, bool(nameservice))
         java_home = find_java_home()
         check_java(java_home)
         if port_base is not None and not 1024 <= port_base <= 65535 - len(PORT_KEYS):
@@ -253,11 +341,17 @@ class LocalCluster:
             settings.nodes, settings.net_slot = nodes, fresh.net_slot
             settings.nm_memory_mb, settings.nm_vcores = fresh.nm_memory_mb, fresh.nm_vcores
             settings.max_alloc_mb, settings.max_alloc_vcores = fresh.max_alloc_mb, fresh.max_alloc_vcores
-        check_hosts(settings.nodes, settings.secure, settings.gpus)
+        if nameservice is not None and nameservice != settings.nameservice:
+            if any(running.values()):
+                state = f"HA (nameservice {settings.nameservice})" if settings.ha else "without HA"
+                raise UsageError(f"--ha: the cluster at {self.state_dir} is running {state}; "
+                                 "run `tony cluster down` first")
+            settings.nameservice = nameservice
+        check_hosts(settings.nodes, settings.secure, settings.gpus, settings.ha)
         self._place_hosts(settings, any(running.values()))
         if settings.secure and not settings.kdc_port:
             settings.kdc_port = free_ports(1)[0]
-        daemons = daemons_of(settings)
+        daemons = daemons_of(settings, self.state_dir)
         running = {d.name: running.get(d.name) for d in daemons}
         for daemon in daemons:
             if running[daemon.name] is None and daemon.host is None:
@@ -269,7 +363,7 @@ class LocalCluster:
                             "choose another --port-base, or omit it to pick free ports")
 
         for sub in ("data", "logs", "run", "nm-local", "nm-logs", "nm-gpu-local", "nm-gpu-logs", "tmp",
-                    "node-labels"):
+                    "node-labels", "data/zookeeper", "data/journal"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         network = settings.network
         if network:
@@ -285,12 +379,12 @@ class LocalCluster:
         write_conf(self.conf_dir, self.state_dir, jar_dir, settings, container_path=self.env()["PATH"])
         write_launchers(self.bin_dir, self.conf_dir, jar_dir, java_home, self.java_opts(), self.log_dir)
 
-        if not (self.state_dir / "data" / "namenode" / "current" / "VERSION").exists():
-            self._format_namenode(java_home, jar_dir)
+        deadline = time.monotonic() + timeout
         for daemon in daemons:
             if running[daemon.name] is None:
+                self._prepare(daemon, java_home, jar_dir, deadline)
                 self._start(daemon, java_home, jar_dir)
-        self.wait_ready(timeout)
+        self.wait_ready(max(deadline - time.monotonic(), 30.0))
         if settings.gpus:
             self._label_gpu_node()
         if settings.secure:
@@ -382,7 +476,8 @@ class LocalCluster:
             f"-Dyarn.log.dir={self.log_dir}", f"-Dhadoop.log.file={daemon.name}.log",
             f"-Dhadoop.home.dir={self.state_dir}", "-Dhadoop.root.logger=INFO,RFA",
             f"-Djava.io.tmpdir={self.state_dir / 'tmp'}",  # Jetty's unpacked web apps: ours, not /tmp's
-            "-cp", f"{self.state_dir / daemon.conf}:{jar_dir}/*", daemon.main_class, *args,
+            "-Dzookeeper.admin.enableServer=false",  # ZooKeeper's admin web server: not wanted (port 8080)
+            "-cp", f"{self.state_dir / daemon.conf}:{jar_dir}/*", daemon.main_class, *daemon.args, *args,
         ]
 
     def _daemon_env(self, java_home: Path) -> dict[str, str]:
@@ -396,17 +491,50 @@ class LocalCluster:
             env["KRB5_CONFIG"] = str(self.kdc.krb5_conf)
         return env
 
-    def _format_namenode(self, java_home: Path, jar_dir: Path) -> None:
-        daemon = DAEMONS[0]
-        out = self.log_dir / "namenode-format.out"
+    def _prepare(self, daemon: Daemon, java_home: Path, jar_dir: Path, deadline: float) -> None:
+        """What must be done once before a daemon's first start: format the NameNode (with --ha: the
+        first one, once the JournalNode listens), copy its namespace to the second one (bootstrapStandby,
+        once the first serves), make the ZKFCs' znode in ZooKeeper (formatZK)."""
+        settings = self.settings
+        data = self.state_dir / "data"
+        if daemon.name == "namenode":
+            name_dir = data / ("namenode-nn1" if settings.ha else "namenode")
+            if not (name_dir / "current" / "VERSION").exists():
+                if settings.ha:
+                    self._wait_port(settings.ports["dfs.journalnode.rpc-address"], JOURNALNODE, deadline)
+                self._run_once(daemon, java_home, jar_dir, "format", "-format", "-nonInteractive", "-force")
+        elif daemon.name == "namenode-nn2":
+            if not (data / "namenode-nn2" / "current" / "VERSION").exists():
+                self._wait_port(settings.ports["dfs.namenode.http-address"], NAMENODE, deadline)
+                self._run_once(daemon, java_home, jar_dir, "bootstrap", "-bootstrapStandby", "-nonInteractive",
+                               "-force")
+        elif daemon.name == "zkfc-nn1" and not (data / "zookeeper" / ".ha-formatted").exists():
+            self._wait_port(settings.ports["zookeeper"], zookeeper(settings, self.state_dir), deadline)
+            self._run_once(daemon, java_home, jar_dir, "formatZK", "-formatZK", "-nonInteractive", "-force")
+            (data / "zookeeper" / ".ha-formatted").write_text("")
+
+    def _wait_port(self, port: int, daemon: Daemon, deadline: float) -> None:
+        """Until `daemon` (started just before) listens on `port`; its last error if it dies first."""
+        host = self.settings.master_host
+        while time.monotonic() < deadline:
+            if not self._started_alive(daemon):
+                raise ClusterError(f"{daemon.name} exited during start: {self._log_tail(daemon)}")
+            with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
+                return
+            time.sleep(0.3)
+        raise ClusterError(f"{daemon.name} did not listen on {host}:{port} in time; see {self.log_dir}")
+
+    def _run_once(self, daemon: Daemon, java_home: Path, jar_dir: Path, what: str, *args: str) -> None:
+        """One administrative run of a daemon's main class (format, bootstrapStandby, formatZK)."""
+        out = self.log_dir / f"{daemon.name}-{what}.out"
         with out.open("w") as fh:
             rc = subprocess.run(
-                self._java_cmd(java_home, jar_dir, daemon, "-format", "-nonInteractive", "-force"),
+                self._java_cmd(java_home, jar_dir, replace(daemon, args=()), *args),
                 stdout=fh, stderr=subprocess.STDOUT, env=self._daemon_env(java_home),
                 stdin=subprocess.DEVNULL,
             ).returncode
         if rc != 0:
-            raise ClusterError(f"namenode -format failed (exit {rc}); see {out}")
+            raise ClusterError(f"{daemon.name} {args[0]} failed (exit {rc}); see {out}")
 
     def _start(self, daemon: Daemon, java_home: Path, jar_dir: Path) -> None:
         out = (self.log_dir / f"{daemon.name}.out").open("w")
@@ -427,6 +555,9 @@ class LocalCluster:
         for daemon in self.daemons:
             pid = self.pid(daemon)
             report[daemon.name] = f"running (pid {pid})" if pid else "stopped"
+        if self.settings_file.exists() and self.settings.ha:
+            report["namenodes"] = ", ".join(f"{nn} {state}" for nn, state in zip(NAMENODE_IDS, self.nn_states()))
+            report["resourcemanagers"] = ", ".join(f"{rm} {state}" for rm, state in zip(RM_IDS, self.rm_states()))
         with self.kerberos_env():
             auth = self._http_auth()
             yarn_nodes = self._yarn_nodes(auth)
@@ -482,7 +613,8 @@ class LocalCluster:
         datanodes = len([d for d in self.daemons if d.kind == "datanode"])
         return (all(health[d.name].startswith("running") for d in self.daemons)
                 and health["yarn"] == f"{nodes} RUNNING node(s)"
-                and health["hdfs"] == f"{datanodes} live DataNode(s)")
+                and health["hdfs"] == f"{datanodes} live DataNode(s)"
+                and all(_one_active(health.get(key)) for key in ("namenodes", "resourcemanagers")))
 
     def wait_ready(self, timeout: float = 180.0) -> None:
         deadline = time.monotonic() + timeout

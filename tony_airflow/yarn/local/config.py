@@ -8,6 +8,17 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from tony_airflow.yarn.hadoop_conf import write_site
+from tony_airflow.yarn.local.ha import (
+    HA_PORT_KEYS,
+    NAMENODE_IDS,
+    RM_IDS,
+    RM_SERVICE_KEYS,
+    SINGLE_ADDRESS_KEYS,
+    ha_sites,
+    namenode_conf,
+    rm_conf,
+    write_daemon_conf,
+)
 from tony_airflow.yarn.local.kdc import Kdc
 from tony_airflow.yarn.local.network import Host, HostNetwork
 from tony_airflow.yarn.local.secure import secure_sites
@@ -34,6 +45,8 @@ PORT_KEYS = (
     "gpu:yarn.nodemanager.address",
     "gpu:yarn.nodemanager.localizer.address",
     "gpu:yarn.nodemanager.webapp.address",
+    # the daemons `--ha` adds (ha.HA_PORT_KEYS)
+    *HA_PORT_KEYS,
 )
 GPU_LABEL = "gpu"
 
@@ -43,6 +56,12 @@ DAEMON_PORTS = {
     "resourcemanager": tuple(k for k in PORT_KEYS if k.startswith("yarn.resourcemanager.")),
     "nodemanager": tuple(k for k in PORT_KEYS if k.startswith("yarn.nodemanager.")),
     "nodemanager-gpu": tuple(k for k in PORT_KEYS if k.startswith("gpu:")),
+    "zookeeper": ("zookeeper",),
+    "journalnode": ("dfs.journalnode.rpc-address", "dfs.journalnode.http-address"),
+    "namenode-nn2": ("nn2:rpc", "nn2:http"),
+    "zkfc-nn1": ("zkfc:nn1",),
+    "zkfc-nn2": ("zkfc:nn2",),
+    "resourcemanager-rm2": tuple(f"rm2:{key}" for key in RM_SERVICE_KEYS),
 }
 # What a multi-host cluster's NodeManager offers by default: enough for a task and the AM, not two
 # tasks of the tests' size (2560 MiB), so YARN spreads them over the hosts.
@@ -95,6 +114,7 @@ class ClusterSettings:
     nodes: int = 1  # worker hosts: 1 = NodeManager and DataNode on 127.0.0.1; more = network namespaces
     net_slot: int = -1  # the /28 of 198.18.0.0/24 a multi-host cluster holds (network.HostNetwork)
     nm_liveness_expiry_ms: int = NM_LIVENESS_EXPIRY_MS
+    nameservice: str = ""  # `--ha`: two NameNodes of this nameservice, two RMs, ZooKeeper (ha.py); "" = no HA
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -125,6 +145,10 @@ class ClusterSettings:
 
     def address(self, key: str) -> str:
         return f"{self.master_host}:{self.ports[key]}"
+
+    @property
+    def ha(self) -> bool:
+        return bool(self.nameservice)
 
 
 _LOG4J = """\
@@ -266,6 +290,16 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
     if settings.preemption:
         yarn.update(PREEMPTION_MONITOR)
     yarn.update(secure.get("yarn-site.xml", {}))
+    if settings.ha:
+        ha = ha_sites(settings.nameservice, a, state_dir, a("zookeeper"))
+        for site in (core, hdfs, yarn):
+            for key in SINGLE_ADDRESS_KEYS:  # as on a production HA cluster: only the per-id addresses
+                site.pop(key, None)
+        core.update(ha["core-site.xml"])
+        hdfs.update(ha["hdfs-site.xml"])
+        yarn.update(ha["yarn-site.xml"])
+        write_site(conf_dir / "core-site.xml", core)
+        write_site(conf_dir / "hdfs-site.xml", hdfs)
     yarn.update(settings.extra)
     write_site(conf_dir / "yarn-site.xml", yarn)
     write_site(conf_dir / "capacity-scheduler.xml", capacity_scheduler(settings))
@@ -275,6 +309,11 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
     if network:
         for host in network.hosts:
             write_host_conf(conf_dir, state_dir, host, settings, hdfs, yarn)
+    if settings.ha:
+        for nn in NAMENODE_IDS:
+            write_daemon_conf(conf_dir, conf_dir.with_name(f"conf-{nn}"), namenode_conf(nn, state_dir))
+        for rm in RM_IDS:
+            write_daemon_conf(conf_dir, conf_dir.with_name(f"conf-{rm}"), rm_conf(rm))
 
 
 # `tony cluster up --preemption`: YARN's own ProportionalCapacityPreemptionPolicy, looking every second and
