@@ -84,3 +84,34 @@ def java_command(classpath: list[str], main_class: str, *args: str) -> tuple[lis
     java = str(Path(find_java_home()) / "bin" / "java")
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
     return [java, *ADD_OPENS, "-cp", ":".join(classpath), main_class, *args], env
+
+
+def watch_with_a_deferred_sensor(app_id: str, cluster, result: dict) -> None:
+    """An Airflow sensor, deferrable, watching the application through the local cluster's `yarn_default`
+    (dag_test.local_yarn_connection): its trigger runs until its one event, into `result`."""
+    import asyncio
+
+    from airflow.exceptions import TaskDeferred
+
+    from tony_airflow.cli.dag_test import local_yarn_connection
+    from tony_airflow.providers.yarn.sensors.yarn import YarnApplicationSensor
+
+    os.environ["AIRFLOW_CONN_YARN_DEFAULT"] = local_yarn_connection(cluster)
+    sensor = YarnApplicationSensor(task_id="watch", application_id=app_id, deferrable=True, poke_interval=1)
+    try:
+        sensor.execute({})
+        result["error"] = "the sensor did not defer"
+        return
+    except TaskDeferred as deferred:
+        trigger = deferred.trigger
+
+    async def first_event() -> dict:
+        async for event in trigger.run():
+            return event.payload
+        return {}
+
+    try:
+        result["event"] = asyncio.run(first_event())
+        result["value"] = sensor.execute_complete({}, result["event"])
+    except Exception as exc:  # the test reads it
+        result["error"] = repr(exc)

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.helpers import PAYLOADS, record
+from tests.e2e.helpers import PAYLOADS, record, watch_with_a_deferred_sensor
 from tony_airflow.yarn.hdfs import is_part, webhdfs
 from tony_airflow.yarn.local import LocalCluster
 from tony_airflow.yarn.local.config import host_dirs
@@ -390,36 +390,6 @@ def test_a_cut_link_is_left_behind_by_the_second_attempt(multihost_cluster, mult
 
 
 # ------------------------------------------------------------------------------------- losing the AM
-def _watch_with_a_deferred_sensor(app_id: str, cluster: LocalCluster, result: dict) -> None:
-    """An Airflow sensor, deferrable, watching the application: its trigger runs until its one event."""
-    import asyncio
-
-    from airflow.exceptions import TaskDeferred
-
-    from tony_airflow.cli.dag_test import local_yarn_connection
-    from tony_airflow.providers.yarn.sensors.yarn import YarnApplicationSensor
-
-    os.environ["AIRFLOW_CONN_YARN_DEFAULT"] = local_yarn_connection(cluster)
-    sensor = YarnApplicationSensor(task_id="watch", application_id=app_id, deferrable=True, poke_interval=1)
-    try:
-        sensor.execute({})
-        result["error"] = "the sensor did not defer"
-        return
-    except TaskDeferred as deferred:
-        trigger = deferred.trigger
-
-    async def first_event() -> dict:
-        async for event in trigger.run():
-            return event.payload
-        return {}
-
-    try:
-        result["event"] = asyncio.run(first_event())
-        result["value"] = sensor.execute_complete({}, result["event"])
-    except Exception as exc:  # the test reads it
-        result["error"] = repr(exc)
-
-
 def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(multihost_cluster, multihost_rm):
     """The AM's host SIGKILLed (NodeManager, DataNode, every process) mid-training: YARN starts a second
     AM attempt, which reads the job's history and resumes from the checkpoint; with --max-attempts 1."""
@@ -431,7 +401,7 @@ def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(mul
     app_id = _app_id(submit)
     _, am_host = _hosts_of(cluster, app_id, submit)
     watched: dict = {}
-    watcher = threading.Thread(target=_watch_with_a_deferred_sensor, args=(app_id, cluster, watched), daemon=True)
+    watcher = threading.Thread(target=watch_with_a_deferred_sensor, args=(app_id, cluster, watched), daemon=True)
     watcher.start()
     _wait_for_checkpoint(out, submit)
     others = [h for h in cluster.network.hosts if h != am_host]

@@ -1,8 +1,10 @@
-"""Kerberos end to end: `tony cluster up --secure` (a real MIT KDC, Hadoop in secure mode) and
-every front end on it: ytf-submit with a keytab, tasks on delegation tokens, `tony logs|history|kill`,
-the history server, Airflow through a kerberos `yarn_default`, Azkaban and Oozie with a token file only.
+"""The production shape end to end: `tony cluster up --secure --ha --nodes 3` (a real MIT KDC, Hadoop in
+secure mode with per-host principals, two NameNodes of hdfs://tony/, two ResourceManagers, three hosts)
+and every front end on it: ytf-submit with a keytab, tasks on delegation tokens, `tony logs|history|kill`,
+the history server, Airflow through a kerberos `yarn_default` (deferrable operator and sensor), Azkaban and
+Oozie with a token file only; and, last, a job that goes on while the active RM and NameNode are killed.
 
-One secure cluster for the session (tests/e2e/conftest.py). Unless a test says otherwise, its
+One such cluster for the session (tests/e2e/conftest.py). Unless a test says otherwise, its
 processes have no Kerberos ticket at all (an empty ticket cache): what they do, they do with the
 keytab or the tokens they were given.
 """
@@ -14,6 +16,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -29,9 +32,11 @@ from tests.e2e.helpers import (
     record,
     run_dag,
     wait_terminal,
+    watch_with_a_deferred_sensor,
 )
+from tony_airflow.examples.pipeline_steps import prepare
 from tony_airflow.yarn.hadoop_conf import HadoopConf
-from tony_airflow.yarn.hdfs import webhdfs
+from tony_airflow.yarn.hdfs import hdfs_path, webhdfs
 from tony_airflow.yarn.kerberos import KerberosLogin
 from tony_airflow.yarn.local import LocalCluster
 from tony_airflow.yarn.local.kdc import USER_PASSWORD
@@ -190,7 +195,8 @@ def test_tony_kill_with_a_ticket_kills_the_job(secure_cluster, secure_rm, ticket
 @pytest.fixture(scope="module")
 def airflow_env(secure_cluster: LocalCluster, tmp_path_factory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("airflow-secure")
-    conn = {"conn_type": "yarn", "host": secure_cluster.rm_url.split("//", 1)[1],
+    # no host: both ResourceManagers come from the configuration, as on an HA cluster
+    conn = {"conn_type": "yarn",
             "extra": {"hadoop_conf_dir": str(secure_cluster.conf_dir), "auth": "kerberos",
                       "principal": secure_cluster.kdc.user_principal, "keytab": str(secure_cluster.kdc.user_keytab)}}
     return secure_env(secure_cluster, home, AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
@@ -307,3 +313,129 @@ def test_oozie_action_runs_with_a_token_file_only(secure_cluster, secure_rm, tok
                 if line.startswith("ACTIONDATA "))
     assert data["final_status"] == "SUCCEEDED"
     assert secure_rm.application(data["application_id"]).final_status == "SUCCEEDED"
+
+
+# ------------------------------------------------------------------ HA: failover under a running job
+RUN = "hdfs://tony/tmp/e2e/ha-run"
+
+
+def _kill_active(cluster: LocalCluster, names: tuple[str, str], states) -> tuple[str, float]:
+    """SIGKILL whichever of `names` is active; the seconds until the other one is."""
+    active = names[states().index("active")]
+    daemon = next(d for d in cluster.daemons if d.name == active)
+    pid = cluster.pid(daemon)
+    assert pid
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    deadline = killed + 90
+    while "active" not in states():
+        assert time.monotonic() < deadline, f"no active one 90 s after killing {active}: {states()}"
+        time.sleep(0.2)
+    return active, time.monotonic() - killed
+
+
+def test_ps_job_goes_on_through_rm_and_namenode_failover(secure_cluster, secure_rm, tmp_path):
+    """Last in the module: it kills daemons (and restarts them as standbys)."""
+    ha_cluster, ha_rm = secure_cluster, secure_rm
+    env = secure_env(secure_cluster, tmp_path)
+    conf = HadoopConf.load(ha_cluster.conf_dir)
+    login = KerberosLogin(secure_cluster.kdc.user_principal, str(secure_cluster.kdc.user_keytab))
+    fs = webhdfs(conf, login=login, uri=RUN)
+    paths = prepare(RUN, fs)
+    assert paths["input"] == f"{RUN}/data"  # the nameservice is kept, not re-pointed to one NameNode
+    follow = subprocess.Popen(
+        [str(BIN / "ytf-submit"), *keytab_args(secure_cluster), "-r", "chief:1,worker:2,ps:1", "-m", "1536",
+         "--tracked", "chief", "--untracked", "worker,ps",
+         "-i", paths["input"], "-o", paths["output"], "-t", "-n", "ha-failover", "--follow",
+         "python3 -m tony_airflow.examples.digits_ps --epochs 14 --sleep-per-epoch 3"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watched: dict = {}
+    try:
+        app_id, seen = _wait_training(follow)
+        # an Airflow sensor, deferred, watches it too: its trigger polls every second through the failover
+        watcher = threading.Thread(target=watch_with_a_deferred_sensor, args=(app_id, secure_cluster, watched),
+                                   daemon=True)
+        watcher.start()
+        rm, rm_s = _kill_active(ha_cluster, ("resourcemanager", "resourcemanager-rm2"), ha_cluster.rm_states)
+        record("HA: active RM SIGKILLed -> the other active", rm_s)
+        record("HA: active RM SIGKILLed -> the application RUNNING again (recovered)",
+               rm_s + _until(lambda: ha_rm.application(app_id).state == "RUNNING"))
+        time.sleep(4)  # the chief checkpoints and the executor pushes every few seconds: kill under a push
+        killed_at = time.time()
+        nn, nn_s = _kill_active(ha_cluster, ("namenode", "namenode-nn2"), ha_cluster.nn_states)
+        record("HA: active NameNode SIGKILLed -> the other active", nn_s)
+        out = hdfs_path(paths["output"])
+        record("HA: active NameNode SIGKILLed -> the next push landed",
+               nn_s + _until(lambda: _newest_ms(fs, out) > killed_at * 1000))
+        rest, _ = follow.communicate(timeout=400)
+        output = seen + rest
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait()
+    assert follow.returncode == 0, output[-3000:]
+    assert output.count("Submitted application") == 1, "submitted again"
+    watcher.join(timeout=120)
+    assert watched.get("event", {}).get("status") == "success" and "error" not in watched, watched
+    report = ha_rm.application(app_id)
+    assert report.final_status == "SUCCEEDED", report.diagnostics
+    assert report.id == app_id and [a.id for a in ha_rm.applications(tags=None) if a.name == "ha-failover"] == [app_id]
+
+    metrics = json.loads(fs.cat(f"{out}/metrics.json"))
+    assert metrics["epochs_run"] == list(range(14)) and metrics["test_accuracy"] > 0.8
+    index = fs.cat(f"{out}/checkpoints/checkpoint").decode()
+    latest = re.search(r'^model_checkpoint_path: "([^"]+)"', index, re.MULTILINE).group(1)
+    files = fs.find(out)
+    assert f"{out}/checkpoints/{latest}.index" in files, (latest, files)
+    assert not [f for f in files if ".tony-part" in f], files
+    assert fs.info(f"{out}/model.weights.h5")["size"] > 0
+
+    # what was killed comes back as standby; the cluster serves as before
+    ha_cluster.up(log=lambda *_: None)
+    assert sorted(ha_cluster.rm_states()) == ["active", "standby"]
+    assert sorted(ha_cluster.nn_states()) == ["active", "standby"]
+    # the other front ends: status and logs through whichever RM is active now
+    ticket = ticket_env_for(secure_cluster, tmp_path)
+    status = run([str(BIN / "tony"), "status", app_id], ticket, 120)
+    assert status.returncode == 0 and "SUCCEEDED" in status.stdout, status.stdout + status.stderr
+    logs = run([str(BIN / "tony"), "logs", app_id], ticket, 180)
+    assert logs.returncode == 0 and "test accuracy" in logs.stdout, logs.stderr[-2000:]
+    hosts = set(re.findall(r"^Container: container_\S+ on (198\.18\.0\.\d+)_", logs.stdout, re.MULTILINE))
+    if secure_cluster.network:
+        assert len(hosts) >= 2, hosts  # every host's containers, read from the aggregated logs
+    print(f"killed {rm} ({rm_s:.1f} s to a new active RM) and {nn} ({nn_s:.1f} s to a new active NameNode)")
+
+
+def _newest_ms(fs, root: str) -> int:
+    """The modification time of the newest file under `root` (ms, as WebHDFS gives it)."""
+    return max((int(f.get("modificationTime") or 0) for f in fs.find(root, detail=True).values()
+                if str(f.get("type")).lower() == "file"), default=0)
+
+
+def _until(done, within: float = 120) -> float:
+    """Seconds until `done()` is true (it may fail meanwhile: a daemon is taking over)."""
+    started = time.monotonic()
+    while time.monotonic() - started < within:
+        try:
+            if done():
+                break
+        except Exception:
+            pass
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def _wait_training(follow: subprocess.Popen) -> tuple[str, str]:
+    """The application id once the chief trains (it has printed an epoch), read from ytf-submit's output,
+    and that output so far."""
+    app_id, seen = None, []
+    deadline = time.monotonic() + 240
+    assert follow.stdout is not None
+    for line in follow.stdout:
+        seen.append(line)
+        found = re.search(r"Submitted application (application_\d+_\d+)", line)
+        app_id = found.group(1) if found else app_id
+        if app_id and "epoch 1 loss" in line:
+            return app_id, "".join(seen)
+        assert time.monotonic() < deadline, "the chief did not train within 240 s"
+    raise AssertionError(f"ytf-submit ended before training: exit {follow.wait()}")

@@ -32,6 +32,7 @@ class FakeResourceManager:
     apps: dict[str, FakeApp] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
     fail_with: int | None = None  # answer every request with this HTTP status
+    standby_requests: int = 0  # answer this many next requests as a standby RM that knows no active one
     outputs: dict[str, str] = field(default_factory=dict)  # app id -> the chief's whole output so far
 
     def start(self) -> FakeResourceManager:
@@ -91,7 +92,23 @@ class FakeResourceManager:
                 self._send(200, {"task": "worker:0", "attempt": 1, "container_id": "container_1", "offset": offset,
                                  "end": len(text), "text": text[offset:], "finished": False})
 
+            def _standby(self) -> bool:
+                """RMWebAppFilter's page while no RM is active (an election in progress)."""
+                if rm.standby_requests <= 0:
+                    return False
+                rm.standby_requests -= 1
+                rm.requests.append((self.command, self.path))
+                data = b"There is no active RM right now.\nHA Zookeeper Connection State: CONNECTED\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return True
+
             def do_GET(self):
+                if self._standby():
+                    return
                 if urlsplit(self.path).path == "/ws/v1/cluster/apps":
                     return self._list()
                 if self.path.startswith("/proxy/"):

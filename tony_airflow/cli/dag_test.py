@@ -95,9 +95,15 @@ def run(dag_file: Path, dag_id: str | None = None, run_conf: dict[str, Any] | No
 
 
 def local_yarn_connection(cluster: Any) -> str:
-    """`yarn_default` for a local cluster, as Airflow reads it from AIRFLOW_CONN_YARN_DEFAULT (JSON)."""
-    return json.dumps({"conn_type": "yarn", "host": cluster.rm_url.split("//", 1)[1],
-                       "extra": {"hadoop_conf_dir": str(cluster.conf_dir)}})
+    """`yarn_default` for a local cluster, as Airflow reads it from AIRFLOW_CONN_YARN_DEFAULT (JSON): with
+    HA no host (both ResourceManagers come from the configuration), with Kerberos its user's keytab."""
+    extra: dict[str, str] = {"hadoop_conf_dir": str(cluster.conf_dir)}
+    conn: dict[str, Any] = {"conn_type": "yarn", "extra": extra}
+    if len(cluster.rm_urls) == 1:
+        conn["host"] = cluster.rm_urls[0].split("//", 1)[1]
+    if cluster.secure:
+        extra.update(auth="kerberos", principal=cluster.kdc.user_principal, keytab=str(cluster.kdc.user_keytab))
+    return json.dumps(conn)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ import httpx
 
 from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.discovery import require_conf_dir
-from tony_airflow.yarn.failover import ordered, rm_is_standby
+from tony_airflow.yarn.failover import ordered, pauses, rm_is_standby
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.kerberos import KerberosLogin, rm_http_auth
 
@@ -50,6 +50,10 @@ class FinalStatus(StrEnum):
     KILLED = "KILLED"
 
 
+# How long a blocking call waits for an HA pair to elect an active RM (the RM's ZooKeeper session must
+# expire first: 10 s by default) before it says none answered; waiters with more patience loop on that.
+RM_FAILOVER_WAIT_S = 60.0
+
 TERMINAL_STATES = frozenset({YarnState.FINISHED, YarnState.FAILED, YarnState.KILLED})
 ACTIVE_STATES = tuple(s for s in YarnState if s not in TERMINAL_STATES)
 APPLICATION_ID = re.compile(r"application_\d+_\d+")  # use fullmatch: `$` would admit a trailing newline
@@ -62,11 +66,13 @@ def is_application_id(text: object) -> bool:
 
 class ResourceManagerError(ClusterError):
     """No ResourceManager answered, or it refused the call. `transient`: none answered, or one answered
-    5xx (busy, standby, failing over): asking again later may succeed, as Hadoop's RM proxy does."""
+    5xx (busy, standby, failing over): asking again later may succeed, as Hadoop's RM proxy does.
+    `unanswered`: none answered as the active RM (all down or standby)."""
 
-    def __init__(self, message: str, transient: bool = False):
+    def __init__(self, message: str, transient: bool = False, unanswered: bool = False):
         super().__init__(message)
         self.transient = transient
+        self.unanswered = unanswered  # no RM answered as the active one: down, or an election in progress
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,7 @@ class _Base:
         self.timeout = timeout
         self.auth = auth
         self._active = 0  # the address that last answered as the active RM: asked first (HA)
+        self.failover_wait_s = RM_FAILOVER_WAIT_S
 
     @classmethod
     def from_conf(cls, conf: HadoopConf | None = None, login: KerberosLogin | None = None, **kwargs: Any):
@@ -193,7 +200,8 @@ class _Base:
 
     @staticmethod
     def _none_active(errors: list[str]) -> ResourceManagerError:
-        return ResourceManagerError("no active ResourceManager answered: " + "; ".join(errors), transient=True)
+        return ResourceManagerError("no active ResourceManager answered: " + "; ".join(errors), transient=True,
+                                    unanswered=True)
 
     @staticmethod
     def _check(resp: httpx.Response, call: _Call) -> dict[str, Any]:
@@ -236,19 +244,24 @@ class ResourceManagerClient(_Base):
             http.close()
 
     def _do(self, call: _Call) -> dict[str, Any]:
-        errors = []
-        for index in ordered(self.addresses, self._active):
-            base = self.addresses[index]
-            try:
-                resp = self.http.request(call.method, base + call.path, params=call.params, json=call.json)
-            except httpx.TransportError as exc:
-                errors.append(f"{base}: {exc or type(exc).__name__}")
-                continue
-            if self._standby(resp, base, errors):
-                continue
-            self._active = index
-            return self._check(resp, call)
-        raise self._none_active(errors)
+        """The call, to the active RM. With HA, while none is active (an election after the active one
+        died: seconds) the call waits up to `failover_wait_s` for one, as Hadoop's RM proxy does."""
+        next_round = pauses(self.failover_wait_s) if len(self.addresses) > 1 else (lambda: False)
+        while True:
+            errors: list[str] = []
+            for index in ordered(self.addresses, self._active):
+                base = self.addresses[index]
+                try:
+                    resp = self.http.request(call.method, base + call.path, params=call.params, json=call.json)
+                except httpx.TransportError as exc:
+                    errors.append(f"{base}: {exc or type(exc).__name__}")
+                    continue
+                if self._standby(resp, base, errors):
+                    continue
+                self._active = index
+                return self._check(resp, call)
+            if not next_round():
+                raise self._none_active(errors)
 
     def application(self, app_id: str) -> ApplicationReport:
         return ApplicationReport.from_json(self._do(_app_call(app_id))["app"])

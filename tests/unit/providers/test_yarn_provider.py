@@ -26,7 +26,7 @@ from tony_airflow.providers.yarn.hooks.yarn import YarnHook  # noqa: E402
 from tony_airflow.providers.yarn.links.yarn import TensorBoardLink, YarnApplicationLink  # noqa: E402
 from tony_airflow.providers.yarn.operators.tensorflow import TensorFlowOnYarnOperator  # noqa: E402
 from tony_airflow.providers.yarn.sensors.yarn import YarnApplicationSensor  # noqa: E402
-from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger  # noqa: E402
+from tony_airflow.providers.yarn.triggers.yarn import MAX_CONSECUTIVE_ERRORS, YarnApplicationTrigger  # noqa: E402
 from tony_airflow.yarn.rest import ResourceManagerClient, ResourceManagerError  # noqa: E402
 
 APP = "application_1699999999999_0042"
@@ -200,6 +200,25 @@ def test_trigger_turns_rm_errors_into_an_error_event(fake_rm):
     events = _events(YarnApplicationTrigger(APP, [fake_rm.url], poll_interval=0.01))
     assert len(events) == 1 and events[0]["status"] == "error" and "fake RM failure" in events[0]["message"]
     assert fake_rm.count("GET") == 3  # MAX_CONSECUTIVE_ERRORS
+
+
+def test_trigger_rides_out_a_resourcemanager_failover(fake_rm):
+    """No RM active for more rounds than the error budget (an election after the active one died): the
+    trigger keeps watching and reports the end, as Hadoop's clients wait for a new active RM."""
+    fake_rm.apps[APP] = FakeApp([("RUNNING", "UNDEFINED")] * 3 + [("FINISHED", "SUCCEEDED")], tags="tony-airflow")
+    fake_rm.standby_requests = 4 * MAX_CONSECUTIVE_ERRORS
+    events = _events(YarnApplicationTrigger(APP, [fake_rm.url], poll_interval=0.01))
+    assert [e["status"] for e in events] == ["success"], events
+    assert fake_rm.standby_requests == 0
+
+
+def test_trigger_gives_up_when_no_resourcemanager_is_active_for_its_patience(fake_rm):
+    fake_rm.apps[APP] = FakeApp([("RUNNING", "UNDEFINED")], tags="tony-airflow")
+    fake_rm.standby_requests = 10**6
+    events = _events(YarnApplicationTrigger(APP, [fake_rm.url], poll_interval=0.01, rm_patience_s=0.5))
+    assert len(events) == 1 and events[0]["status"] == "error", events
+    assert "no active ResourceManager answered" in events[0]["message"]
+    assert fake_rm.count("GET") > 2 * MAX_CONSECUTIVE_ERRORS  # ridden out past the budget of answered errors
 
 
 def test_trigger_on_kill_kills_a_running_application(fake_rm):

@@ -115,9 +115,36 @@ def test_no_active_rm_is_a_transient_error_naming_each(daemons):
     daemons.append(standby)
     dead = dead_address()
     rm = ResourceManagerClient([standby.url, dead])
+    rm.failover_wait_s = 0.3
     with pytest.raises(ResourceManagerError, match="no active ResourceManager answered") as err:
         rm.application("application_1_0001")
-    assert err.value.transient and standby.url in str(err.value) and dead in str(err.value)
+    assert err.value.transient and err.value.unanswered and standby.url in str(err.value) and dead in str(err.value)
+    rm.close()
+
+
+def test_a_blocking_call_waits_for_the_election_of_an_active_rm(daemons, monkeypatch):
+    """The active RM died; the other answers "no active RM" until ZooKeeper lets it take over."""
+    monkeypatch.setattr(failover, "FAILOVER_SLEEP_BASE_S", 0.01)
+    elected = {"after": 5}
+
+    def answer(method, path):
+        elected["after"] -= 1
+        if elected["after"] > 0:
+            return 200, {"Content-Type": "text/plain"}, b"There is no active RM right now."
+        return 200, {"Content-Type": "application/json"}, APP
+
+    survivor = Daemon(answer)
+    daemons.append(survivor)
+    rm = ResourceManagerClient([dead_address(), survivor.url])
+    assert rm.application("application_1_0001").state == "RUNNING"
+    assert len(survivor.calls) == 5
+    rm.close()
+
+
+def test_with_one_rm_a_dead_one_is_reported_at_once(daemons):
+    rm = ResourceManagerClient([dead_address()])
+    with pytest.raises(ResourceManagerError, match="no active ResourceManager answered"):
+        rm.application("application_1_0001")
     rm.close()
 
 

@@ -89,8 +89,9 @@ def _one_line(capsys) -> str:
     (["--nodes", str(MAX_HOSTS + 1)], f"allowed: 1 to {MAX_HOSTS}"),
     (["--nodes", "-3"], "allowed: 1 to"),
     (["--nodes", "three"], "--nodes: invalid int value: 'three'"),
-    (["--nodes", "3", "--secure"], "--nodes: a multi-host cluster runs with simple authentication; "
-                                   "allowed with --secure: --nodes 1"),
+    (["--nodes", "0", "--ha"], f"--nodes: 0 hosts; allowed: 1 to {MAX_HOSTS}"),
+    (["--ha", "--nameservice", "my.cluster"], "--nameservice: 'my.cluster' is not a host name label"),
+    (["--ha", "--nameservice", "bad_name"], "--nameservice: 'bad_name' is not a host name label"),
     (["--nodes", "2", "--gpus", "1"], "allowed with --gpus: --nodes 1"),
 ])
 def test_bad_host_counts_and_combinations_are_refused_before_anything_starts(argv, expected, capsys, tmp_path):

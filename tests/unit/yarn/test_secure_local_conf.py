@@ -73,3 +73,22 @@ def test_kdc_files_stay_under_the_state_dir(tmp_path: Path):
     assert kdc.user_principal == f"alice@{REALM}"
     assert set(kdc.env()) == {"KRB5_CONFIG", "KRB5_KDC_PROFILE", "KRB5CCNAME"}
     assert all(str(tmp_path) in v for v in kdc.env().values())
+
+
+def test_on_many_hosts_the_kdc_is_reached_on_the_bridge_and_hosts_log_in_as_themselves(tmp_path: Path):
+    kdc = Kdc(tmp_path / "kdc", user="alice")
+    kdc.root.mkdir()
+    kdc._write_conf(4242, "198.18.0.1")
+    assert "kdc = 198.18.0.1:4242" in kdc.krb5_conf.read_text()
+    assert "kdc_tcp_listen = 127.0.0.1:4242, 198.18.0.1:4242" in kdc.kdc_conf.read_text()
+    settings = ClusterSettings.choose()
+    settings.secure, settings.kdc_port, settings.nodes, settings.net_slot = True, 4242, 3, 0
+    settings.nameservice = "tony"
+    write_conf(tmp_path / "conf", tmp_path, tmp_path / "jars", settings, container_path="/usr/bin:/bin")
+    shared, host = HadoopConf.load(tmp_path / "conf"), HadoopConf.load(tmp_path / "conf-h2")
+    for conf in (shared, host):  # the NameNode checks a DataNode's principal against its host: the same pattern
+        assert conf.get("dfs.datanode.kerberos.principal") == f"dn/_HOST@{REALM}"
+        assert conf.get("yarn.nodemanager.principal") == f"nm/_HOST@{REALM}"
+    assert shared.get("dfs.namenode.kerberos.principal") == f"nn/localhost@{REALM}"
+    assert shared.get("dfs.journalnode.kerberos.principal") == f"nn/localhost@{REALM}"  # QJM talks to it as the NN
+    assert host.get("yarn.nodemanager.hostname") == "198.18.0.3"

@@ -107,18 +107,12 @@ def daemons_of(settings: ClusterSettings, state_dir: Path = Path(".")) -> tuple[
     return DAEMONS + ((GPU_NODEMANAGER,) if settings.gpus else ())
 
 
-def check_hosts(nodes: int, secure: bool, gpus: int, ha: bool = False) -> None:
+def check_hosts(nodes: int, gpus: int) -> None:
     """Refuse host counts a local cluster cannot have, and what a multi-host cluster cannot be combined with."""
     if not 1 <= nodes <= MAX_HOSTS:
         raise UsageError(f"--nodes: {nodes} hosts; allowed: 1 to {MAX_HOSTS}")
-    if ha and secure:
-        raise UsageError("--ha: an HA cluster runs with simple authentication for now; allowed with --secure: "
-                         "no --ha")
     if nodes == 1:
         return
-    if secure:
-        raise UsageError("--nodes: a multi-host cluster runs with simple authentication; "
-                         "allowed with --secure: --nodes 1")
     if gpus:
         raise UsageError("--nodes: a multi-host cluster has no GPU node; allowed with --gpus: --nodes 1")
     if os.geteuid() != 0:
@@ -307,7 +301,7 @@ class LocalCluster:
         # before anything starts; again below with what the cluster kept from earlier runs
         if nameservice:
             check_nameservice(nameservice)
-        check_hosts(1 if nodes is None else nodes, bool(secure), gpus or 0, bool(nameservice))
+        check_hosts(1 if nodes is None else nodes, gpus or 0)
         java_home = find_java_home()
         check_java(java_home)
         if port_base is not None and not 1024 <= port_base <= 65535 - len(PORT_KEYS):
@@ -347,7 +341,7 @@ class LocalCluster:
                 raise UsageError(f"--ha: the cluster at {self.state_dir} is running {state}; "
                                  "run `tony cluster down` first")
             settings.nameservice = nameservice
-        check_hosts(settings.nodes, settings.secure, settings.gpus, settings.ha)
+        check_hosts(settings.nodes, settings.gpus)
         self._place_hosts(settings, any(running.values()))
         if settings.secure and not settings.kdc_port:
             settings.kdc_port = free_ports(1)[0]
@@ -374,7 +368,8 @@ class LocalCluster:
         settings.save(self.settings_file)
         if settings.secure:
             ensure_native(log=log)
-            self.kdc.create(settings.kdc_port)
+            self.kdc.create(settings.kdc_port, settings.master_host,
+                            tuple(h.address for h in network.hosts) if network else ())
             self.kdc.start(self.log_dir)
         write_conf(self.conf_dir, self.state_dir, jar_dir, settings, container_path=self.env()["PATH"])
         write_launchers(self.bin_dir, self.conf_dir, jar_dir, java_home, self.java_opts(), self.log_dir)

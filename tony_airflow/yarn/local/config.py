@@ -183,7 +183,7 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
     """
     conf_dir.mkdir(parents=True, exist_ok=True)
     a = settings.address
-    secure = secure_sites(Kdc(state_dir / "kdc")) if settings.secure else {}
+    secure = secure_sites(Kdc(state_dir / "kdc"), settings.nodes > 1, settings.ha) if settings.secure else {}
     core = {
         "fs.defaultFS": f"hdfs://{a('fs.defaultFS')}",
         "hadoop.tmp.dir": str(state_dir / "tmp"),

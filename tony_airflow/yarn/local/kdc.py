@@ -2,8 +2,10 @@
 
 Everything lives under `<state>/kdc`: a private `krb5.conf` (KRB5_CONFIG), the
 KDC profile (KRB5_KDC_PROFILE), the principal database and the keytabs. Nothing
-is written to /etc. The KDC listens on 127.0.0.1 only (a port chosen free, TCP and
-UDP), and the client config says `udp_preference_limit = 1`, so Java and MIT clients use TCP.
+is written to /etc. The KDC listens on 127.0.0.1 (a port chosen free, TCP and UDP) and, for a
+multi-host cluster, on the bridge address too, which is the one its krb5.conf names: the hosts'
+namespaces reach it there. The client config says `udp_preference_limit = 1`, so Java and MIT
+clients use TCP.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ SERVICE_HOST = "localhost"
 # client may use for this host (URLs here say 127.0.0.1; Hadoop's _HOST says localhost).
 SERVICES = ("nn", "dn", "rm", "nm", "jhs")
 HTTP_HOSTS = ("localhost", "127.0.0.1")
+HOST_SERVICES = ("nm", "dn", "HTTP")  # a worker host's own principals (nm/_HOST, dn/_HOST, HTTP/_HOST)
 # The user who submits jobs: the principal named as the OS user that runs the NodeManager.
 # Containers run as that OS user (DefaultContainerExecutor), and the NodeManager's log
 # aggregation (SecureIOUtils) refuses log files whose owner is not the application's user.
@@ -54,8 +57,8 @@ _KRB5_CONF = """\
 
 [realms]
   {realm} = {{
-    kdc = 127.0.0.1:{port}
-    admin_server = 127.0.0.1:{port}
+    kdc = {address}:{port}
+    admin_server = {address}:{port}
   }}
 
 [domain_realm]
@@ -65,8 +68,8 @@ _KRB5_CONF = """\
 
 _KDC_CONF = """\
 [kdcdefaults]
-  kdc_listen = 127.0.0.1:{port}
-  kdc_tcp_listen = 127.0.0.1:{port}
+  kdc_listen = {listen}
+  kdc_tcp_listen = {listen}
 
 [realms]
   {realm} = {{
@@ -134,21 +137,26 @@ class Kdc:
                 "KRB5CCNAME": f"FILE:{self.root / 'ccache'}"}
 
     # ------------------------------------------------------------------ set-up
-    def create(self, port: int) -> None:
-        """Write the configuration, create the database, the principals and the keytabs (once)."""
+    def create(self, port: int, address: str = "127.0.0.1", hosts: tuple[str, ...] = ()) -> None:
+        """Write the configuration, create the database, the principals and the keytabs (once per set of
+        hosts). `address`: where clients reach the KDC (a multi-host cluster's bridge); `hosts`: the worker
+        hosts, each with its own nm/, dn/ and HTTP/ principal (Hadoop's `_HOST` becomes the host's name)."""
         missing = [t for t in TOOLS if shutil.which(t) is None and not Path("/usr/sbin", t).exists()]
         if missing:
             raise UsageError(MISSING_TOOLS.format(tools=", ".join(missing)))
         self.root.mkdir(parents=True, exist_ok=True)
         self.port_file.write_text(f"{port}\n")
-        self._write_conf(port)
-        if (self.root / "principal").exists() and self.service_keytab.exists() and self.user_keytab.exists():
+        self._write_conf(port, address)
+        principals = [service_principal(s) for s in SERVICES]
+        principals += [service_principal("HTTP", h) for h in dict.fromkeys((*HTTP_HOSTS, address))]
+        principals += [service_principal(s, h) for h in hosts for s in HOST_SERVICES]
+        made = self.root / "principals"
+        if (self.root / "principal").exists() and self.service_keytab.exists() and self.user_keytab.exists() \
+                and made.exists() and made.read_text().split() == principals:
             return
         for stale in self.root.glob("principal*"):
             stale.unlink()
         self._run("kdb5_util", "create", "-s", "-r", REALM, "-P", os.urandom(12).hex())
-        principals = [service_principal(s) for s in SERVICES]
-        principals += [service_principal("HTTP", h) for h in HTTP_HOSTS]
         for principal in principals:
             self._admin(f"addprinc -randkey {principal}")
         self._admin(f"addprinc -pw {USER_PASSWORD} {self.user_principal}")
@@ -158,11 +166,14 @@ class Kdc:
         self._admin(f"ktadd -k {self.user_keytab} -norandkey {self.user_principal}")
         for keytab in (self.service_keytab, self.user_keytab):
             keytab.chmod(0o600)
+        made.write_text("\n".join(principals) + "\n")
 
-    def _write_conf(self, port: int) -> None:
-        self.krb5_conf.write_text(_KRB5_CONF.format(realm=REALM, port=port, ccache=self.root / "ccache"))
+    def _write_conf(self, port: int, address: str = "127.0.0.1") -> None:
+        listen = ", ".join(f"{a}:{port}" for a in dict.fromkeys(("127.0.0.1", address)))
+        self.krb5_conf.write_text(_KRB5_CONF.format(realm=REALM, port=port, address=address,
+                                                    ccache=self.root / "ccache"))
         self.kdc_conf.write_text(_KDC_CONF.format(
-            realm=REALM, port=port, db=self.root / "principal", stash=self.root / "stash",
+            realm=REALM, port=port, listen=listen, db=self.root / "principal", stash=self.root / "stash",
             acl=self.root / "kadm5.acl", enctypes=ENCTYPES, log=self.root / "krb5kdc.log"))
         (self.root / "kadm5.acl").write_text(f"*/admin@{REALM} *\n")
 

@@ -24,8 +24,11 @@ def auth_to_local() -> str:
     return "\n".join((*rules, f"RULE:[1:$1@$0](.*@{realm})s/@.*//", "DEFAULT"))
 
 
-def secure_sites(kdc: Kdc) -> dict[str, dict[str, object]]:
-    """core-, hdfs- and yarn-site additions, by file name."""
+def secure_sites(kdc: Kdc, multihost: bool = False, ha: bool = False) -> dict[str, dict[str, object]]:
+    """core-, hdfs- and yarn-site additions, by file name. On many hosts each worker host's NodeManager
+    and DataNode log in as their host's own principal (`nm/_HOST`, `dn/_HOST`: Hadoop puts in the host's
+    name, which is its address here), and the NameNode accepts a DataNode by that pattern. With HA the
+    JournalNode and the ZKFCs run as the NameNodes' principal."""
     keytab = str(kdc.service_keytab)
     http = "*"  # every HTTP/<host> principal of the keytab: clients say 127.0.0.1 or localhost
     core: dict[str, object] = {
@@ -70,6 +73,15 @@ def secure_sites(kdc: Kdc) -> dict[str, dict[str, object]]:
         "yarn.nodemanager.container-executor.class":
             "org.apache.hadoop.yarn.server.nodemanager.DefaultContainerExecutor",
     }
+    if multihost:
+        hdfs["dfs.datanode.kerberos.principal"] = f"dn/_HOST@{REALM}"
+        yarn["yarn.nodemanager.principal"] = f"nm/_HOST@{REALM}"
+    if ha:
+        hdfs.update({
+            "dfs.journalnode.kerberos.principal": service_principal("nn"),
+            "dfs.journalnode.keytab.file": keytab,
+            "dfs.journalnode.kerberos.internal.spnego.principal": http,
+        })
     return {"core-site.xml": core, "hdfs-site.xml": hdfs, "yarn-site.xml": yarn}
 
 

@@ -29,6 +29,7 @@ class Round:
     at: float
     reports: dict[str, ApplicationReport] = field(default_factory=dict)
     error: str = ""
+    unanswered: bool = False  # the error: no RM answered as the active one (down, or electing one)
 
 
 async def poll_once(client: AsyncResourceManagerClient, since: float, tags: Sequence[str],
@@ -51,7 +52,8 @@ async def rounds(client: AsyncResourceManagerClient, interval: float, tags: Sequ
             try:
                 found = Round(began, await poll_once(client, previous, tags, user))
             except Exception as exc:
-                found = Round(began, error=" ".join(str(exc).split())[:500] or type(exc).__name__)
+                found = Round(began, error=" ".join(str(exc).split())[:500] or type(exc).__name__,
+                              unanswered=bool(getattr(exc, "unanswered", False)))
             else:
                 previous = began
             yield found

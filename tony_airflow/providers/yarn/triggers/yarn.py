@@ -31,7 +31,14 @@ from tony_airflow.providers.yarn.connection import YarnSettings, http_auth
 from tony_airflow.providers.yarn.triggers.rm_rounds import Round, rounds
 from tony_airflow.yarn.rest import ApplicationReport, AsyncResourceManagerClient
 
-MAX_CONSECUTIVE_ERRORS = 3  # transient RM errors tolerated before the trigger gives up with an error event
+MAX_CONSECUTIVE_ERRORS = 3  # RM errors (answers) tolerated in a row before the trigger gives up with an error event
+# How long rounds in which no RM answered as the active one (all down, or an HA election) are ridden out:
+# Hadoop's clients wait yarn.resourcemanager.connect.max-wait.ms (15 min) for an RM, so does the trigger.
+RM_PATIENCE_S = 900.0
+
+
+class NoActiveResourceManager(ConnectionError):
+    """A round in which no ResourceManager answered as the active one."""
 
 
 def event_payload(report: ApplicationReport) -> dict[str, Any]:
@@ -50,7 +57,7 @@ class YarnApplicationTrigger(BaseEventTrigger):
                  auth: str = "simple", poll_interval: float = 5.0, kill_on_task_kill: bool = True,
                  principal: str | None = None, keytab: str | None = None, stream_logs: bool = False,
                  log_tail_lines: int = 100, follow: dict[str, Any] | None = None,
-                 seen_state: list[str] | None = None) -> None:
+                 seen_state: list[str] | None = None, rm_patience_s: float = RM_PATIENCE_S) -> None:
         super().__init__()
         self.application_id = application_id
         self.rm_addresses = list(rm_addresses)
@@ -67,6 +74,7 @@ class YarnApplicationTrigger(BaseEventTrigger):
         self.follow = dict(follow or {})
         # [state, final status] the task logged before deferring: the trigger logs only the changes after it
         self.seen_state = list(seen_state) if seen_state else None
+        self.rm_patience_s = float(rm_patience_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
@@ -74,6 +82,7 @@ class YarnApplicationTrigger(BaseEventTrigger):
             "auth": self.auth, "poll_interval": self.poll_interval, "kill_on_task_kill": self.kill_on_task_kill,
             "principal": self.principal, "keytab": self.keytab, "stream_logs": self.stream_logs,
             "log_tail_lines": self.log_tail_lines, "follow": self.follow, "seen_state": self.seen_state,
+            "rm_patience_s": self.rm_patience_s,
         })
 
     @classmethod
@@ -121,7 +130,7 @@ class YarnApplicationTrigger(BaseEventTrigger):
         """This trigger's application in each round: its state changes logged, the chief's output streamed,
         one event when it has ended, or when the RM has not answered for MAX_CONSECUTIVE_ERRORS rounds."""
         seen: tuple[str, ...] | None = tuple(self.seen_state) if self.seen_state else None
-        errors = 0
+        errors, silent_since = 0, None
         try:
             client = self._client()
         except Exception as exc:  # e.g. Kerberos asked but its package is missing
@@ -135,6 +144,12 @@ class YarnApplicationTrigger(BaseEventTrigger):
                 try:
                     report = await self._report_in(found, client)
                 except Exception as exc:
+                    if _unanswered(exc):  # a failover: wait for the new active RM, as Hadoop's clients do
+                        silent_since = found.at if silent_since is None else silent_since
+                        if found.at - silent_since < self.rm_patience_s:
+                            self.log.warning("%s: no active ResourceManager for %.0f s (waiting up to %.0f s): %s",
+                                             self.application_id, found.at - silent_since, self.rm_patience_s, exc)
+                            continue
                     errors += 1
                     self.log.warning("%s: ResourceManager error %d/%d: %s", self.application_id, errors,
                                      MAX_CONSECUTIVE_ERRORS, exc)
@@ -143,7 +158,7 @@ class YarnApplicationTrigger(BaseEventTrigger):
                                             "message": f"cannot watch {self.application_id}: {exc}"})
                         return
                     continue
-                errors = 0
+                errors, silent_since = 0, None
                 if (report.state, report.final_status) != seen:
                     seen = (report.state, report.final_status)
                     self.log.info("%s %s %s", self.application_id, report.state, report.final_status)
@@ -160,7 +175,7 @@ class YarnApplicationTrigger(BaseEventTrigger):
     async def _report_in(self, found: Round, client: AsyncResourceManagerClient) -> ApplicationReport:
         """This application's report from the round, else asked for (not this project's, or ended long ago)."""
         if found.error:
-            raise ConnectionError(found.error)
+            raise NoActiveResourceManager(found.error) if found.unanswered else ConnectionError(found.error)
         report = found.reports.get(self.application_id)
         return report if report is not None else await client.application(self.application_id)
 
@@ -173,3 +188,8 @@ class YarnApplicationTrigger(BaseEventTrigger):
         if not report.is_terminal:
             self.log.info("Killing %s because its task was killed", self.application_id)
             await client.kill(self.application_id)
+
+
+def _unanswered(exc: BaseException) -> bool:
+    """No RM answered as the active one: the round's poll, or this trigger's own request."""
+    return isinstance(exc, NoActiveResourceManager) or bool(getattr(exc, "unanswered", False))
