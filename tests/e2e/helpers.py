@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tony_airflow.yarn.local import LocalCluster
+from tony_airflow.yarn.local.config import host_dirs
+from tony_airflow.yarn.local.network import Host
+from tony_airflow.yarn.local.processes import container_processes
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
@@ -115,3 +120,51 @@ def watch_with_a_deferred_sensor(app_id: str, cluster, result: dict) -> None:
         result["value"] = sensor.execute_complete({}, result["event"])
     except Exception as exc:  # the test reads it
         result["error"] = repr(exc)
+
+
+# ------------------------------------------------------------------ the hosts of a multi-host cluster
+def containers_on(cluster: LocalCluster, host: Host) -> dict[int, str]:
+    """pid -> YARN container id of every container process of the host's NodeManager."""
+    return {p.pid: p.container_id for p in container_processes(host_dirs(cluster.state_dir, host)["nm-local"])}
+
+
+def victim_host(cluster: LocalCluster, app_id: str) -> Host:
+    """A host running a task of the application but not its AM (container 1): losing it loses a task."""
+    network = cluster.network
+    assert network
+    app = app_id.split("_", 1)[1]
+    candidates = []
+    for host in network.hosts:
+        ids = {cid for cid in containers_on(cluster, host).values() if app in cid}
+        if ids and not any(cid.endswith("_000001") for cid in ids):
+            candidates.append((host.number, host))
+    assert candidates, f"no host runs a task of {app_id} without its AM"
+    return min(candidates)[1]
+
+
+def kill_host(cluster: LocalCluster, host: Host, datanode: bool = False) -> None:
+    """SIGKILL the host's NodeManager and every container process on it, and its DataNode if asked."""
+    daemons = [f"nodemanager-{host.name}", *([f"datanode-{host.name}"] if datanode else [])]
+    pids = [cluster.pid(d) for d in cluster.daemons if d.name in daemons]
+    assert len(pids) == len(daemons), [d.name for d in cluster.daemons]
+    pids += list(containers_on(cluster, host))
+    for pid in pids:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+
+
+def node_state(rm: ResourceManagerClient, host: Host) -> str:
+    nodes = rm.get("/ws/v1/cluster/nodes", params={"states": "RUNNING,LOST,UNHEALTHY,SHUTDOWN,NEW"})
+    states = [n["state"] for n in (nodes.get("nodes") or {}).get("node") or [] if n["nodeHostName"] == host.address]
+    return states[0] if states else "absent"
+
+
+def rejoin(cluster: LocalCluster, rm: ResourceManagerClient, host: Host) -> float:
+    """Wait until the host is a RUNNING YARN node again and nothing of the job runs on it; seconds waited."""
+    started = time.monotonic()
+    deadline = started + 120
+    while node_state(rm, host) != "RUNNING" or containers_on(cluster, host):
+        assert time.monotonic() < deadline, (f"{host.address} did not rejoin: {node_state(rm, host)}, "
+                                             f"{containers_on(cluster, host)}")
+        time.sleep(0.5)
+    return time.monotonic() - started

@@ -23,12 +23,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.helpers import PAYLOADS, record, watch_with_a_deferred_sensor
+from tests.e2e.helpers import (
+    PAYLOADS,
+    containers_on,
+    kill_host,
+    record,
+    rejoin,
+    victim_host,
+    watch_with_a_deferred_sensor,
+)
 from tony_airflow.yarn.hdfs import is_part, webhdfs
 from tony_airflow.yarn.local import LocalCluster
-from tony_airflow.yarn.local.config import host_dirs
 from tony_airflow.yarn.local.network import Host
-from tony_airflow.yarn.local.processes import container_processes
 from tony_airflow.yarn.rest import ResourceManagerClient
 
 pytest.importorskip("tensorflow")
@@ -63,25 +69,6 @@ def _finish(submit: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
     finally:
         if submit.poll() is None:
             submit.kill()
-
-
-def _containers_on(cluster: LocalCluster, host: Host) -> dict[int, str]:
-    """pid -> YARN container id of every container process of the host's NodeManager."""
-    return {p.pid: p.container_id for p in container_processes(host_dirs(cluster.state_dir, host)["nm-local"])}
-
-
-def _victim(cluster: LocalCluster, app_id: str) -> Host:
-    """A host running a task of the application but not its AM (container 1): losing it loses a task."""
-    network = cluster.network
-    assert network
-    app = app_id.split("_", 1)[1]
-    candidates = []
-    for host in network.hosts:
-        ids = {cid for cid in _containers_on(cluster, host).values() if app in cid}
-        if ids and not any(cid.endswith("_000001") for cid in ids):
-            candidates.append((host.number, host))
-    assert candidates, f"no host runs a task of {app_id} without its AM"
-    return min(candidates)[1]
 
 
 def _hosts_of(cluster: LocalCluster, app_id: str, submit: subprocess.Popen) -> tuple[Host, Host]:
@@ -121,34 +108,6 @@ def _wait_for_checkpoint(out: str, submit: subprocess.Popen) -> None:
         assert submit.poll() is None, submit.communicate()
         assert time.monotonic() < deadline, "no checkpoint reached HDFS"
         time.sleep(1)
-
-
-def _kill_host(cluster: LocalCluster, host: Host, datanode: bool = False) -> None:
-    """SIGKILL the host's NodeManager and every container process on it, and its DataNode if asked."""
-    daemons = [f"nodemanager-{host.name}", *([f"datanode-{host.name}"] if datanode else [])]
-    pids = [cluster.pid(d) for d in cluster.daemons if d.name in daemons]
-    assert len(pids) == len(daemons), [d.name for d in cluster.daemons]
-    pids += list(_containers_on(cluster, host))
-    for pid in pids:
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-
-
-def _node_state(rm: ResourceManagerClient, host: Host) -> str:
-    nodes = rm.get("/ws/v1/cluster/nodes", params={"states": "RUNNING,LOST,UNHEALTHY,SHUTDOWN,NEW"})
-    states = [n["state"] for n in (nodes.get("nodes") or {}).get("node") or [] if n["nodeHostName"] == host.address]
-    return states[0] if states else "absent"
-
-
-def _rejoin(cluster: LocalCluster, rm: ResourceManagerClient, host: Host) -> float:
-    """Wait until the host is a RUNNING YARN node again and nothing of the job runs on it; seconds waited."""
-    started = time.monotonic()
-    deadline = started + 120
-    while _node_state(rm, host) != "RUNNING" or _containers_on(cluster, host):
-        assert time.monotonic() < deadline, (f"{host.address} did not rejoin: {_node_state(rm, host)}, "
-                                             f"{_containers_on(cluster, host)}")
-        time.sleep(0.5)
-    return time.monotonic() - started
 
 
 def _events(app_id: str, live: bool = False) -> list[dict]:
@@ -270,27 +229,6 @@ def test_pytorch_master_addr_is_worker_0s_host(multihost_cluster, multihost_rm):
 
 
 # ------------------------------------------------------------------------------------- losing a host
-def test_a_killed_host_fails_the_job_naming_it(multihost_cluster, multihost_rm):
-    out = "/tmp/e2e/multihost-kill-once"
-    submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", "multihost-kill-once",
-                     "--max-free-retries", "0", TRAIN)  # a lost host may not retry for free here
-    app_id = _app_id(submit)
-    _wait_for_checkpoint(out, submit)
-    victim = _victim(multihost_cluster, app_id)
-    _kill_host(multihost_cluster, victim)
-    killed = time.monotonic()
-    _finish(submit)
-    failed_after = time.monotonic() - killed
-    record("multihost: host killed -> job FAILED (no retry)", failed_after)
-    assert submit.returncode == 1
-    report = multihost_rm.application(app_id)
-    assert report.final_status == "FAILED"
-    assert f"host {victim.address} lost" in report.diagnostics and "worker:" in report.diagnostics, report.diagnostics
-    assert failed_after <= _expiry_s(multihost_cluster) + 30, failed_after
-    multihost_cluster.up(log=lambda *_: None)  # the host's NodeManager starts again
-    record("multihost: killed host rejoins after restart", _rejoin(multihost_cluster, multihost_rm, victim))
-
-
 def _resumes_on_the_other_hosts(cluster: LocalCluster, rm: ResourceManagerClient, name: str, lose, restore,
                                 *extra: str) -> None:
     """The chief's host is lost while the chief publishes a 32 MiB file rewritten in place: attempt 2
@@ -342,13 +280,13 @@ def _resumes_on_the_other_hosts(cluster: LocalCluster, rm: ResourceManagerClient
     record(f"{name}: host lost -> HOST_LOST", lost[0]["time"] - lost_at)
     record(f"{name}: host lost -> attempt 1 failed", ended["time"] - lost_at)
     record(f"{name}: chief's host lost -> attempt 2 running", running - lost_at)
-    record(f"{name}: host rejoined after", _rejoin(cluster, rm, victim))
+    record(f"{name}: host rejoined after", rejoin(cluster, rm, victim))
 
 
 def test_a_killed_host_is_left_behind_by_the_second_attempt(multihost_cluster, multihost_rm):
     _resumes_on_the_other_hosts(
         multihost_cluster, multihost_rm, "multihost-kill-retry",
-        lose=lambda host: _kill_host(multihost_cluster, host, datanode=True),
+        lose=lambda host: kill_host(multihost_cluster, host, datanode=True),
         restore=lambda host: multihost_cluster.up(log=lambda *_: None))
 
 
@@ -359,7 +297,7 @@ def test_a_cut_link_is_caught_by_a_short_heartbeat_timeout_and_names_the_host(mu
                      "--heartbeat-timeout", "5", "--max-free-retries", "0", TRAIN)
     app_id = _app_id(submit)
     _wait_for_checkpoint(out, submit)
-    victim = _victim(multihost_cluster, app_id)
+    victim = victim_host(multihost_cluster, app_id)
     network.set_link(victim, up=False)
     cut, cut_at = time.monotonic(), time.time()
     try:
@@ -377,7 +315,7 @@ def test_a_cut_link_is_caught_by_a_short_heartbeat_timeout_and_names_the_host(mu
     assert f"host {victim.address} lost (its NodeManager" in diagnostics and "does not answer" in diagnostics
     assert "heartbeat timeout" in diagnostics, diagnostics
     assert failed_after <= _expiry_s(multihost_cluster) + 30, failed_after
-    record("multihost: cut host rejoins after its link is up", _rejoin(multihost_cluster, multihost_rm, victim))
+    record("multihost: cut host rejoins after its link is up", rejoin(multihost_cluster, multihost_rm, victim))
 
 
 def test_a_cut_link_is_left_behind_by_the_second_attempt(multihost_cluster, multihost_rm):
@@ -412,12 +350,12 @@ def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(mul
         first_attempt = f"{app_id.split('_', 1)[1]}_01_"
         while not sampling.is_set():
             for host in others:
-                old_seen.extend((time.time(), c) for c in _containers_on(cluster, host).values() if first_attempt in c)
+                old_seen.extend((time.time(), c) for c in containers_on(cluster, host).values() if first_attempt in c)
             time.sleep(0.5)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    _kill_host(cluster, am_host, datanode=True)
+    kill_host(cluster, am_host, datanode=True)
     lost_at = time.time()
     try:
         stdout, stderr = _finish(submit)
@@ -443,7 +381,7 @@ def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(mul
     second_am = next(e["time"] for e in events if e["event"] == "AM_STARTED" and e["am_attempt"] == 2)
     record("multihost: AM host lost -> AM attempt 2 started", second_am - lost_at)
     record("multihost: AM host lost -> attempt 2 running", second_running - lost_at)
-    record("multihost: AM's host rejoined after", _rejoin(cluster, rm, am_host))
+    record("multihost: AM's host rejoined after", rejoin(cluster, rm, am_host))
 
 
 def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(multihost_cluster, multihost_rm):
@@ -462,7 +400,6 @@ def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(multihos
     assert stray.wait(timeout=30) is not None  # stopped by `up`, not left running in a namespace
     assert all(cluster.running().values()) and cluster.is_ready()
     assert network.pids(network.hosts[1]) and stray.pid not in network.pids(network.hosts[1])
-
 
 
 # ------------------------------------------------------------------------- tasks in an image (#31)
@@ -484,7 +421,7 @@ def test_podman_runs_tasks_on_their_hosts_and_a_killed_nodemanager_leaves_no_con
     while len(daemon.project_containers(selector, engines=("podman",))) < 2:
         assert submit.poll() is None and time.monotonic() < deadline, submit.communicate()
         time.sleep(0.5)
-    victim = _victim(multihost_cluster, app_id)
+    victim = victim_host(multihost_cluster, app_id)
     nodemanager = next(multihost_cluster.pid(d) for d in multihost_cluster.daemons
                        if d.name == f"nodemanager-{victim.name}")
     os.kill(nodemanager, signal.SIGKILL)
@@ -496,7 +433,7 @@ def test_podman_runs_tasks_on_their_hosts_and_a_killed_nodemanager_leaves_no_con
         time.sleep(0.5)
     record("multihost podman: NodeManager killed -> no container of the job", time.monotonic() - killed)
     multihost_cluster.up(log=lambda *_: None)
-    _rejoin(multihost_cluster, multihost_rm, victim)
+    rejoin(multihost_cluster, multihost_rm, victim)
 
 
 def test_docker_on_a_host_in_a_network_namespace_is_refused_in_one_line(multihost_cluster, multihost_rm,

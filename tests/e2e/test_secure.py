@@ -28,9 +28,12 @@ from tests.e2e.helpers import (
     PAYLOADS,
     dag_command,
     java_command,
+    kill_host,
     maven_driver,
     record,
+    rejoin,
     run_dag,
+    victim_host,
     wait_terminal,
     watch_with_a_deferred_sensor,
 )
@@ -313,6 +316,41 @@ def test_oozie_action_runs_with_a_token_file_only(secure_cluster, secure_rm, tok
                 if line.startswith("ACTIONDATA "))
     assert data["final_status"] == "SUCCEEDED"
     assert secure_rm.application(data["application_id"]).final_status == "SUCCEEDED"
+
+
+# ------------------------------------------------------------------ a host lost, on many secure hosts
+def test_a_killed_host_fails_the_job_naming_it(secure_cluster, secure_rm, tmp_path):
+    """A worker host's NodeManager and containers SIGKILLed mid-training: YARN declares it lost and the
+    job fails with the host named first (no free retry here)."""
+    if secure_cluster.network is None:
+        pytest.skip("a host can only be lost on a multi-host cluster (root)")
+    out = "/tmp/e2e/secure-kill-once"
+    submit = subprocess.Popen(
+        [str(BIN / "ytf-submit"), *keytab_args(secure_cluster), "-r", "worker:2", "-m", "2560", "-o", f"hdfs://{out}",
+         "-n", "secure-kill-once", "--max-free-retries", "0",
+         "python3 -m tony_airflow.examples.digits_keras --epochs 12 --sleep-per-epoch 2"],
+        env=secure_env(secure_cluster, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        app_id = app_id_of(submit.stdout.readline())
+        fs = user_fs(secure_cluster)
+        deadline = time.monotonic() + 300
+        while not fs.exists(f"{out}/backup/chief/checkpoint"):  # training is under way on both hosts
+            assert submit.poll() is None and time.monotonic() < deadline, "no checkpoint reached HDFS"
+            time.sleep(1)
+        victim = victim_host(secure_cluster, app_id)
+        kill_host(secure_cluster, victim)
+        killed = time.monotonic()
+        submit.communicate(timeout=600)
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+    record("secure HA 3 hosts: host killed -> job FAILED (no retry)", time.monotonic() - killed)
+    assert submit.returncode == 1
+    report = secure_rm.application(app_id)
+    assert report.final_status == "FAILED"
+    assert f"host {victim.address} lost" in report.diagnostics and "worker:" in report.diagnostics, report.diagnostics
+    secure_cluster.up(log=lambda *_: None)  # the host's NodeManager starts again, under its own principal
+    record("secure HA 3 hosts: killed host rejoins after restart", rejoin(secure_cluster, secure_rm, victim))
 
 
 # ------------------------------------------------------------------ HA: failover under a running job

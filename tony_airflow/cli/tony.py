@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from tony_airflow.cli import common
 from tony_airflow.cli.common import OneLineParser, check_app_id, err
 from tony_airflow.errors import UsageError
+from tony_airflow.yarn.local.ha import DEFAULT_NAMESERVICE
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -20,7 +21,8 @@ def _cluster(args: argparse.Namespace) -> int:
 
     cluster = LocalCluster(args.state_dir) if args.state_dir else LocalCluster.default()
     if args.action == "up":
-        nameservice = args.nameservice if args.ha else ("" if args.ha is False else None)
+        ha = args.ha if args.ha is not None else (True if args.nameservice else None)  # --nameservice implies --ha
+        nameservice = (args.nameservice or DEFAULT_NAMESERVICE) if ha else ("" if ha is False else None)
         cluster.up(port_base=args.port_base, timeout=args.timeout, log=err, gpus=args.gpus, secure=args.secure,
                    nodes=args.nodes, preemption=args.preemption, nameservice=nameservice)
         print(f"Local YARN + HDFS is up ({cluster.state_dir}).")
@@ -183,8 +185,9 @@ def build_parser() -> OneLineParser:
                          "two ResourceManagers (leader election and state in ZooKeeper, work-preserving recovery)")
     ha.add_argument("--no-ha", dest="ha", action="store_false", help="one NameNode, one ResourceManager "
                                                                      "(the default for a new cluster)")
-    cluster.add_argument("--nameservice", default="tony", help="the HA nameservice: HDFS is hdfs://NAME/ "
-                                                             "(default: tony; a host name label)")
+    cluster.add_argument("--nameservice", default=None, help="the HA nameservice (implies --ha): HDFS is "
+                                                            f"hdfs://NAME/ (default: {DEFAULT_NAMESERVICE}; a host "
+                                                            "name label)")
     cluster.add_argument("--docker", action="store_true",
                          help="make sure the Docker daemon runs (started with no bridge and no firewall rules "
                               "if it does not), for jobs with --docker_image")

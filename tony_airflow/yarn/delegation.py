@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tony_airflow.yarn.hadoop_addresses import namenodes, rm_principal_host, rm_token_service
 from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.hadoop_tls import tls_verify
 from tony_airflow.yarn.kerberos import KerberosLogin, spnego
 from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, RM_DELEGATION_KIND, HadoopToken, from_url_string
 
@@ -30,9 +31,11 @@ def fetch_tokens(conf: HadoopConf, login: KerberosLogin | None = None) -> list[H
 
     auth, renewer = spnego(login), _renewer(conf)
     nns = namenodes(conf)
-    hdfs = active_namenode_call(nns.web, "GET", "/webhdfs/v1/", auth=auth,
+    https = any(a.startswith("https:") for a in (*nns.web, *conf.rm_web_addresses()))
+    verify = tls_verify(conf) if https else True
+    hdfs = active_namenode_call(nns.web, "GET", "/webhdfs/v1/", auth=auth, verify=verify,
                                 params={"op": "GETDELEGATIONTOKEN", "renewer": renewer})
-    rm = ResourceManagerClient(conf.rm_web_addresses(), auth=auth, timeout=30)
+    rm = ResourceManagerClient(conf.rm_web_addresses(), auth=auth, timeout=30, verify=verify)
     try:
         answer = rm.delegation_token(renewer)
     finally:

@@ -29,6 +29,12 @@ def default_local_state_dir() -> Path:
     return base / "tony-airflow" / "cluster"
 
 
+def cache_root() -> Path:
+    """Where the project caches what it fetched or made (Hadoop jars, truststores in PEM): $TONY_CACHE_DIR,
+    else ~/.cache/tony-airflow."""
+    return Path(os.environ.get("TONY_CACHE_DIR", Path.home() / ".cache" / "tony-airflow"))
+
+
 def local_environment(state_dir: Path) -> dict[str, str]:
     """What a user (and every child process) needs to use the local cluster at `state_dir`:
     its configuration, its `yarn`/`hdfs` launchers on PATH, Java 17 and its flags for skein."""

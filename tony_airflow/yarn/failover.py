@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import httpx
 
 from tony_airflow.errors import ClusterError
+from tony_airflow.yarn.hadoop_tls import ssl_context
 
 RM_STANDBY_TEXTS = ("This is standby RM", "There is no active RM right now", "Can not find any active RM")
 # How long a NameNode caller keeps asking while no NameNode is active (ZKFC's failover: seconds), and the
@@ -73,11 +74,11 @@ def _json(resp: httpx.Response) -> Any:
 
 def active_namenode_call(webs: Sequence[str], method: str, path: str, auth: httpx.Auth | None = None,
                          params: dict[str, str] | None = None, timeout: float = 30.0,
-                         wait_s: float = NN_FAILOVER_WAIT_S) -> dict[str, Any]:
+                         wait_s: float = NN_FAILOVER_WAIT_S, verify: str | bool = True) -> dict[str, Any]:
     """One WebHDFS call to whichever NameNode of `webs` is active (the JSON answer), failing over on a
     standby answer or a refused connection for up to `wait_s`; ClusterError with each one's reason."""
     next_round = pauses(wait_s)
-    with httpx.Client(auth=auth, timeout=timeout, follow_redirects=True) as http:
+    with httpx.Client(auth=auth, timeout=timeout, follow_redirects=True, verify=ssl_context(verify)) as http:
         while True:
             reasons = []
             for base in webs:

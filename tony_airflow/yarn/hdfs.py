@@ -18,6 +18,7 @@ from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.failover import NN_FAILOVER_WAIT_S, active_namenode_call, nn_is_standby, ordered, pauses
 from tony_airflow.yarn.hadoop_addresses import NameNodes, namenodes
 from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.hadoop_tls import tls_verify
 from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, find_token
 
 if TYPE_CHECKING:  # fsspec (and httpx) cost a tenth of a second each: loaded when a filesystem is made
@@ -40,10 +41,12 @@ def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: Kerb
         conf = HadoopConf.load(conf_dir)
     nns = namenodes(conf, uri)
     first = urlparse(nns.web[0])
-    where = {"host": first.hostname, "port": first.port, "use_https": first.scheme == "https",
+    https = first.scheme == "https"
+    verify = tls_verify(conf) if https else True
+    where = {"host": first.hostname, "port": first.port, "use_https": https, "session_verify": verify,
              "namenodes": nns.web, "use_listings_cache": False}
     if conf.kerberos:
-        token = token or _delegation_token(nns, login)
+        token = token or _delegation_token(nns, login, verify)
         return _webhdfs_class()(token=token, **where)
     user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
     return _webhdfs_class()(user=user, **where)
@@ -146,7 +149,7 @@ def _json_or_none(resp) -> object:
         return None
 
 
-def _delegation_token(nns: NameNodes, login: KerberosLogin | None) -> str:
+def _delegation_token(nns: NameNodes, login: KerberosLogin | None, verify: str | bool = True) -> str:
     if not (login and login.uses_keytab):
         given = find_token(HDFS_DELEGATION_KIND)
         if given is not None:
@@ -155,7 +158,7 @@ def _delegation_token(nns: NameNodes, login: KerberosLogin | None) -> str:
 
     try:
         answer = active_namenode_call(nns.web, "GET", "/webhdfs/v1/", auth=spnego(login),
-                                      params={"op": "GETDELEGATIONTOKEN"})
+                                      params={"op": "GETDELEGATIONTOKEN"}, verify=verify)
     except ClusterError as exc:
         raise ClusterError(f"webhdfs: no delegation token: {exc}") from None
     return answer["Token"]["urlString"]

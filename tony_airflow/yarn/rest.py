@@ -25,6 +25,7 @@ from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.failover import ordered, pauses, rm_is_standby
 from tony_airflow.yarn.hadoop_conf import HadoopConf
+from tony_airflow.yarn.hadoop_tls import ssl_context, tls_verify
 from tony_airflow.yarn.kerberos import KerberosLogin, rm_http_auth
 
 
@@ -169,7 +170,7 @@ def _parse_apps(body: dict[str, Any]) -> list[ApplicationReport]:
 
 class _Base:
     def __init__(self, addresses: list[str] | str, user: str | None = None, timeout: float = 10.0,
-                 auth: httpx.Auth | None = None):
+                 auth: httpx.Auth | None = None, verify: str | bool = True):
         self.addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         if not self.addresses:
             raise ValueError("at least one ResourceManager address is needed")
@@ -177,6 +178,7 @@ class _Base:
         self.user = user or os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
         self.timeout = timeout
         self.auth = auth
+        self.verify = ssl_context(verify)  # HTTPS: ssl-client.xml's truststore, or True (the system's CAs)
         self._active = 0  # the address that last answered as the active RM: asked first (HA)
         self.failover_wait_s = RM_FAILOVER_WAIT_S
 
@@ -188,15 +190,38 @@ class _Base:
             conf = HadoopConf.load(conf_dir)
         if "auth" not in kwargs:
             kwargs["auth"] = rm_http_auth(conf.get("hadoop.security.authentication"), login)
-        return cls(conf.rm_web_addresses(), **kwargs)
+        addresses = conf.rm_web_addresses()
+        if "verify" not in kwargs and any(a.startswith("https:") for a in addresses):
+            kwargs["verify"] = tls_verify(conf)
+        return cls(addresses, **kwargs)
 
-    @staticmethod
-    def _standby(resp: httpx.Response, base: str, errors: list[str]) -> bool:
-        """A standby RM that knows no active one (one that does redirected us already: followed)."""
+    def _outcome(self, index: int, resp: httpx.Response | httpx.TransportError, call: _Call,
+                 errors: list[str], refused: list[httpx.Response]) -> tuple[bool, dict[str, Any]]:
+        """(True, the answer) from the active RM; (False, {}) with the reason noted when this one is dead, a
+        standby that knows no active one (one that does redirected the call there: followed), or, with HA,
+        one that refused to authenticate the call: a standby authenticates before it redirects and has not
+        loaded the RM's delegation tokens (403 InvalidToken), so the others are asked before a refusal
+        stands (`_refusal`). A refusal served nothing: asking another RM applies nothing twice."""
+        base = self.addresses[index]
+        if isinstance(resp, httpx.TransportError):
+            errors.append(f"{base}: {resp or type(resp).__name__}")
+            return False, {}
         if rm_is_standby(resp.status_code, resp.text[:200]):
             errors.append(f"{base}: standby, no active ResourceManager known to it")
-            return True
-        return False
+            return False, {}
+        if resp.status_code in (401, 403) and len(self.addresses) > 1:
+            refused.append(resp)
+            errors.append(f"{base}: refused (HTTP {resp.status_code})")
+            return False, {}
+        self._active = index
+        return True, self._check(resp, call)
+
+    def _refusal(self, refused: list[httpx.Response], call: _Call) -> None:
+        """Raise the refusal that stands when no RM served the call: one that is not a standby's unknown
+        token, if there is one."""
+        if refused:
+            real = [r for r in refused if "can't be found in cache" not in r.text] or refused
+            self._check(real[0], call)
 
     @staticmethod
     def _none_active(errors: list[str]) -> ResourceManagerError:
@@ -230,7 +255,8 @@ class ResourceManagerClient(_Base):
         """The HTTP client of every call, with this client's authentication; made on first use."""
         with self._http_lock:
             if self._http is None:
-                self._http = httpx.Client(timeout=self.timeout, auth=self.auth, follow_redirects=True)
+                self._http = httpx.Client(timeout=self.timeout, auth=self.auth, follow_redirects=True,
+                                          verify=self.verify)
             return self._http
 
     def fetch(self, url: str, timeout: float | None = None) -> httpx.Response:
@@ -249,17 +275,18 @@ class ResourceManagerClient(_Base):
         next_round = pauses(self.failover_wait_s) if len(self.addresses) > 1 else (lambda: False)
         while True:
             errors: list[str] = []
+            refused: list[httpx.Response] = []
             for index in ordered(self.addresses, self._active):
                 base = self.addresses[index]
+                resp: httpx.Response | httpx.TransportError
                 try:
                     resp = self.http.request(call.method, base + call.path, params=call.params, json=call.json)
                 except httpx.TransportError as exc:
-                    errors.append(f"{base}: {exc or type(exc).__name__}")
-                    continue
-                if self._standby(resp, base, errors):
-                    continue
-                self._active = index
-                return self._check(resp, call)
+                    resp = exc
+                served, body = self._outcome(index, resp, call, errors, refused)
+                if served:
+                    return body
+            self._refusal(refused, call)
             if not next_round():
                 raise self._none_active(errors)
 
@@ -297,7 +324,7 @@ class AsyncResourceManagerClient(_Base):
     _http: httpx.AsyncClient | None = None
 
     def _new_http(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=self.timeout, auth=self.auth, follow_redirects=True)
+        return httpx.AsyncClient(timeout=self.timeout, auth=self.auth, follow_redirects=True, verify=self.verify)
 
     def keep_open(self) -> None:
         if self._http is None:
@@ -315,18 +342,19 @@ class AsyncResourceManagerClient(_Base):
             return await self._do_with(http, call)
 
     async def _do_with(self, http: httpx.AsyncClient, call: _Call) -> dict[str, Any]:
-        errors = []
+        errors: list[str] = []
+        refused: list[httpx.Response] = []
         for index in ordered(self.addresses, self._active):
             base = self.addresses[index]
+            resp: httpx.Response | httpx.TransportError
             try:
                 resp = await http.request(call.method, base + call.path, params=call.params, json=call.json)
             except httpx.TransportError as exc:
-                errors.append(f"{base}: {exc or type(exc).__name__}")
-                continue
-            if self._standby(resp, base, errors):
-                continue
-            self._active = index
-            return self._check(resp, call)
+                resp = exc
+            served, body = self._outcome(index, resp, call, errors, refused)
+            if served:
+                return body
+        self._refusal(refused, call)
         raise self._none_active(errors)
 
     async def application(self, app_id: str) -> ApplicationReport:

@@ -148,6 +148,37 @@ def test_with_one_rm_a_dead_one_is_reported_at_once(daemons):
     rm.close()
 
 
+INVALID_TOKEN = {"RemoteException": {"exception": "SecretManager$InvalidToken",
+                                     "message": "org.apache.hadoop.security.token.SecretManager$InvalidToken: "
+                                                "Token for real user: , can't be found in cache"}}
+
+
+def test_a_standby_that_refuses_a_delegation_token_passes_the_call_on(daemons):
+    """A standby RM authenticates before it redirects, and it has not loaded the RM's tokens: it refuses
+    a token-authenticated call with 403 InvalidToken (seen on the production-shape cluster). The active
+    one serves it."""
+    standby = Daemon(lambda m, p: (403, {"Content-Type": "application/json"}, INVALID_TOKEN))
+    active = Daemon(lambda m, p: (200, {"Content-Type": "application/json"}, APP))
+    daemons += [standby, active]
+    rm = ResourceManagerClient([standby.url, active.url])
+    assert rm.application("application_1_0001").state == "RUNNING"
+    assert rm.application("application_1_0001").state == "RUNNING"
+    assert len(standby.calls) == 1  # then the active one is asked first
+    rm.close()
+
+
+def test_when_every_rm_refuses_the_refusal_that_is_not_the_standbys_token_is_reported(daemons):
+    standby = Daemon(lambda m, p: (403, {"Content-Type": "application/json"}, INVALID_TOKEN))
+    active = Daemon(lambda m, p: (403, {"Content-Type": "application/json"},
+                                  {"RemoteException": {"message": "User bob cannot perform operation KILL"}}))
+    daemons += [standby, active]
+    rm = ResourceManagerClient([standby.url, active.url])
+    with pytest.raises(ResourceManagerError, match="User bob cannot perform operation KILL") as err:
+        rm.kill("application_1_0001")
+    assert not err.value.transient
+    rm.close()
+
+
 def test_a_refusal_from_the_active_rm_is_not_retried_elsewhere(daemons):
     refusing = Daemon(lambda m, p: (404, {"Content-Type": "application/json"},
                                     {"RemoteException": {"message": "app not found"}}))

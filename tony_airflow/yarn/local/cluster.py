@@ -185,31 +185,24 @@ class LocalCluster:
 
     def rm_states(self) -> list[str]:
         """active / standby / down of each ResourceManager (`/ws/v1/cluster/info`'s haState)."""
-        if not self.settings.ha:
-            return ["active"]
-        states = []
-        with self.kerberos_env():
-            auth = self._http_auth()
-            for url in self.rm_urls:
-                try:
-                    info = httpx.get(f"{url}/ws/v1/cluster/info", timeout=5, auth=auth).json()["clusterInfo"]
-                    states.append(str(info.get("haState", "")).lower() or "unknown")
-                except (httpx.HTTPError, ValueError, KeyError):
-                    states.append("down")
-        return states
+        return self._ha_states(self.rm_urls, "/ws/v1/cluster/info", {},
+                               lambda body: body["clusterInfo"].get("haState", ""))
 
     def nn_states(self) -> list[str]:
         """active / standby / down of each NameNode (the NameNodeStatus bean)."""
+        return self._ha_states(self.nn_urls, "/jmx", {"qry": "Hadoop:service=NameNode,name=NameNodeStatus"},
+                               lambda body: body["beans"][0].get("State", ""))
+
+    def _ha_states(self, urls: list[str], path: str, params: dict[str, str], state) -> list[str]:
         if not self.settings.ha:
             return ["active"]
         states = []
         with self.kerberos_env():
             auth = self._http_auth()
-            for url in self.nn_urls:
+            for url in urls:
                 try:
-                    beans = httpx.get(f"{url}/jmx", params={"qry": "Hadoop:service=NameNode,name=NameNodeStatus"},
-                                      timeout=5, auth=auth).json()["beans"]
-                    states.append(str(beans[0].get("State", "")).lower() or "unknown")
+                    body = httpx.get(f"{url}{path}", params=params, timeout=5, auth=auth).json()
+                    states.append(str(state(body)).lower() or "unknown")
                 except (httpx.HTTPError, ValueError, KeyError, IndexError):
                     states.append("down")
         return states

@@ -7,13 +7,13 @@ Jars land in a cache outside git and are resolved once per version.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tony_airflow.errors import ClusterError, UsageError
+from tony_airflow.yarn.discovery import cache_root
 
 POM = Path(__file__).with_name("pom.xml")
 _MAVEN_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
@@ -27,11 +27,6 @@ def hadoop_version() -> str:
     if not version:
         raise ClusterError(f"{POM} has no <hadoop.version> property")
     return version
-
-
-def cache_root() -> Path:
-    """Where resolved jars live: $TONY_CACHE_DIR, else ~/.cache/tony-airflow."""
-    return Path(os.environ.get("TONY_CACHE_DIR", Path.home() / ".cache" / "tony-airflow"))
 
 
 def jar_dir() -> Path:
