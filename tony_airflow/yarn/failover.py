@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
@@ -25,7 +25,6 @@ RM_STANDBY_TEXTS = ("This is standby RM", "There is no active RM right now", "Ca
 NN_FAILOVER_WAIT_S = 60.0
 FAILOVER_SLEEP_BASE_S, FAILOVER_SLEEP_MAX_S = 0.5, 5.0
 
-T = TypeVar("T")
 
 
 def rm_is_standby(status: int, text: str) -> bool:
