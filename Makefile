@@ -29,7 +29,7 @@ demo: $(STAMP)
 test: $(STAMP) browser containers
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --junitxml=artifacts/junit.xml
 
 ## make bench: every benchmark on the local cluster; writes docs/BENCHMARKS.md and docs/bench/*.png.
 ## The peers run beside ours: TonY built from a checkout named by TONY_SRC (bench/peers/tony), and

@@ -55,7 +55,8 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory):
     """The one production-shape cluster of the session, beside the plain one: Kerberos (a real MIT KDC,
     per-host principals), HA (two NameNodes of hdfs://tony/, two ResourceManagers, ZooKeeper) and three
     worker hosts (`tony cluster up --secure --ha --nodes 3`; without root, no hosts). Every secure test,
-    and the failover tests, run on it.
+    the failover tests and the many-host tests (tests/e2e/test_secure_hosts.py) run on it; at the end
+    nothing of it may be left: no namespace, link, bridge or process.
 
     KRB5_CONFIG names its realm for the whole session: gssapi in this process reads it per call,
     and a simple-auth cluster never looks at it."""
@@ -69,6 +70,7 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory):
         cluster.down(log=lambda *_: None)
         raise
     record(f"secure cluster up ({' '.join(shape)})", time.monotonic() - started)
+    network = cluster.network  # asked before `down`, which removes it
     saved = os.environ.get("KRB5_CONFIG")
     os.environ["KRB5_CONFIG"] = str(cluster.kdc.krb5_conf)
     try:
@@ -79,6 +81,11 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory):
             os.environ.pop("KRB5_CONFIG", None)
         else:
             os.environ["KRB5_CONFIG"] = saved
+    if network is not None:
+        left = [n for n in network.namespaces() if n.startswith(network.prefix + "h")]
+        links = [link for link in network.links() if link.startswith(network.prefix)]
+        assert not left and not links, f"left behind by `tony cluster down`: namespaces {left}, links {links}"
+    assert not any(cluster.running().values()), cluster.running()
 
 
 @pytest.fixture(scope="session")
@@ -86,39 +93,6 @@ def secure_rm(secure_cluster: LocalCluster) -> ResourceManagerClient:
     """The secure RM as the test user, from its keytab (SPNEGO, no kinit)."""
     login = KerberosLogin(secure_cluster.kdc.user_principal, str(secure_cluster.kdc.user_keytab))
     return ResourceManagerClient(secure_cluster.rm_urls, auth=spnego(login))
-
-
-@pytest.fixture(scope="module")
-def multihost_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """The 3-host cluster (`tony cluster up --nodes 3`): started once, by the one module that uses it
-    (tests/e2e/test_multihost.py), and stopped after it so its eight daemons do not slow later tests.
-    Afterwards nothing of it may be left: no namespace, link, bridge or process."""
-    if os.geteuid() != 0:
-        pytest.skip("a multi-host cluster makes network namespaces, which needs root (as in CI)")
-    state_dir = tmp_path_factory.mktemp("multihost-cluster")
-    started = time.monotonic()
-    cluster = LocalCluster(state_dir)
-    try:
-        assert cli.run(["cluster", "up", "--nodes", "3", "--state-dir", str(state_dir)]) == 0
-        record("multihost cluster up (3 hosts)", time.monotonic() - started)
-        network = cluster.network
-        assert network is not None
-    except BaseException:
-        cluster.down(log=lambda *_: None)  # what a failed start made goes too
-        raise
-    try:
-        yield cluster
-    finally:
-        cluster.down(log=lambda *_: None)
-        left = [n for n in network.namespaces() if n.startswith(network.prefix + "h")]
-        links = [link for link in network.links() if link.startswith(network.prefix)]
-        assert not left and not links, f"left behind by `tony cluster down`: namespaces {left}, links {links}"
-        assert not any(cluster.running().values()), cluster.running()
-
-
-@pytest.fixture(scope="module")
-def multihost_rm(multihost_cluster: LocalCluster) -> ResourceManagerClient:
-    return ResourceManagerClient(multihost_cluster.rm_url)
 
 
 @pytest.fixture(scope="module")
@@ -266,8 +240,7 @@ def leftovers(cluster: LocalCluster, rm: ResourceManagerClient) -> tuple[list, l
 @pytest.fixture(autouse=True)
 def nothing_left_behind(request: pytest.FixtureRequest):
     """After each e2e test that used a cluster: no active application, no container process."""
-    names = [("local_cluster", "rm"), ("secure_cluster", "secure_rm"), ("multihost_cluster", "multihost_rm"),
-             ("preemption_cluster", "preemption_rm")]
+    names = [("local_cluster", "rm"), ("secure_cluster", "secure_rm"), ("preemption_cluster", "preemption_rm")]
     used = next(((c, r) for c, r in names if c in request.fixturenames), None)
     if used:
         cluster: LocalCluster = request.getfixturevalue(used[0])

@@ -171,7 +171,7 @@ def test_the_local_chief_stops_when_its_job_is_killed(local_cluster, rm):
 def test_executors_stop_when_the_am_is_gone(local_cluster, rm):
     """The AM's processes die while its NodeManager is frozen (it cannot clean up): every executor
     stops its command and exits on its own after the heartbeat timeout; history then says FAILED."""
-    # one AM attempt: this is about the executors of a lost AM (a second AM attempt would go on: test_multihost)
+    # one AM attempt: this is about the executors of a lost AM (a second AM attempt would go on: test_secure_hosts)
     proc = _popen("ytf-submit", "-r", "ps:1,worker:2", *SMALL, "--env", "SLEEP_S=600", "--heartbeat-timeout", "10",
                   "--am-attempts", "1", "-s", str(PAYLOADS / "sleep.py"), "python3 ${DTF_TASK_SCRIPT}")
     app_id = _app_id(_read_until(proc.stdout, "Submitted application"))

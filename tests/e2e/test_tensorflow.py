@@ -90,6 +90,7 @@ def test_killed_attempt_resumes_from_its_checkpoint(local_cluster, rm):
     try:
         deadline = time.monotonic() + 300
         while not fs.exists(f"{out}/backup/chief/checkpoint"):  # a backup has reached HDFS
+            assert submit.poll() is None, f"the job ended before a checkpoint reached HDFS: {submit.communicate()}"
             assert time.monotonic() < deadline, "no checkpoint reached HDFS"
             time.sleep(1)
         pid = _user_process("worker", 0)

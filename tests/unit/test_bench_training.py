@@ -33,10 +33,11 @@ def test_a_process_born_and_gone_inside_the_window_is_counted():
 
 
 def test_a_process_running_before_the_window_counts_only_inside_it():
-    busy_then_idle = SPIN.format(s=0.5, tag="tony_airflow.core.am") + "\ntime.sleep(2)"
-    child = subprocess.Popen([sys.executable, "-c", busy_then_idle])
+    # it says when its busy part is over (on a loaded machine that is not "after a second")
+    busy_then_idle = SPIN.format(s=0.5, tag="tony_airflow.core.am") + "\nprint('idle', flush=True)\ntime.sleep(2)"
+    child = subprocess.Popen([sys.executable, "-c", busy_then_idle], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)
+        assert child.stdout is not None and child.stdout.readline() == "idle\n"
         with CpuShare() as share:
             time.sleep(0.6)
         assert "AM" in share.seconds

@@ -104,9 +104,10 @@ def _image(args: argparse.Namespace) -> int:
 
 
 def _oozie(args: argparse.Namespace) -> int:
-    from tony_airflow.cli.oozie import workflow_command
+    from tony_airflow.cli.oozie import jar_command, server_command, workflow_command
 
-    return workflow_command(args.options)
+    commands = {"workflow": workflow_command, "jar": jar_command, "server": server_command}
+    return commands[args.what](args.options)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -201,10 +202,12 @@ def build_parser() -> OneLineParser:
     from tony_airflow.cli.submit import add_submit_options
 
     add_submit_options(sub.add_parser("submit", help="submit a job (the same options as ytf-submit)"))
-    oozie = sub.add_parser("oozie", help="write an Oozie workflow.xml (or action) that runs a training job")
-    oozie.add_argument("what", choices=("workflow",))
+    oozie = sub.add_parser("oozie", help="write an Oozie workflow.xml (or action) that runs a training job and "
+                                         "the jar of its main class; run a real Oozie server on the local cluster")
+    oozie.add_argument("what", choices=("workflow", "jar", "server"))
     oozie.add_argument("options", nargs=argparse.REMAINDER,
-                       help="workflow options and ytf-submit's job options (see `tony oozie workflow --help`)")
+                       help="workflow: workflow options and ytf-submit's job options (see `tony oozie workflow "
+                            "--help`); jar: DIR; server: up, down or status [--state-dir DIR]")
     oozie.set_defaults(func=_oozie)
     for name, func, text in (("status", _status, "show an application's state"),
                              ("kill", _kill, "kill a running application")):

@@ -22,6 +22,8 @@ DAEMON_JSON = Path("/etc/docker/daemon.json")
 NO_NETWORKING = {"bridge": "none", "iptables": False, "ip6tables": False}
 PACKAGES = {"docker": "docker.io", "podman": "podman"}
 START_TIMEOUT_S = 60.0
+# what dockerd reads at start to find a daemon or a containerd already running, and the program each names
+PID_FILES = {Path("/var/run/docker.pid"): "dockerd", Path("/var/run/docker/containerd/containerd.pid"): "containerd"}
 
 
 def answers(engine: str) -> bool:
@@ -39,6 +41,8 @@ def ensure_running(engine: str, log_file: Path, log: Callable[[str], None] = pri
     if engine != "docker" or answers(engine):
         return None
     _configure_daemon()
+    for stale in remove_stale_pid_files():
+        log(f"removed {stale}: left by a dockerd that did not shut down")
     log(f"starting dockerd (no bridge, no firewall rules; log {log_file})")
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as out:
@@ -46,11 +50,43 @@ def ensure_running(engine: str, log_file: Path, log: Callable[[str], None] = pri
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise ClusterError(f"dockerd exited with code {proc.returncode}; see {log_file}")
+            raise ClusterError(f"dockerd exited with code {proc.returncode}: {_last_line(log_file)} (log {log_file})")
         if answers(engine):
             return proc.pid
         time.sleep(0.5)
     raise ClusterError(f"dockerd did not answer in {START_TIMEOUT_S:.0f}s; see {log_file}")
+
+
+def remove_stale_pid_files() -> list[Path]:
+    """The pid files of PID_FILES whose process is gone or is another program now. dockerd only asks whether
+    the pid is alive: after a SIGKILL the files stay, and once their pid is reused dockerd waits for that
+    process as its containerd and gives up ("timeout waiting for containerd to start")."""
+    removed = []
+    for path, program in PID_FILES.items():
+        try:
+            text = path.read_text().strip()
+        except FileNotFoundError:
+            continue
+        if text.isdigit() and _program_of(int(text)) == program:
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _program_of(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+def _last_line(log_file: Path) -> str:
+    try:
+        lines = [line.strip() for line in log_file.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "nothing in its log"
 
 
 def _configure_daemon() -> None:
@@ -92,18 +128,31 @@ def remove_containers_under(dirs: Sequence[Path]) -> list[str]:
     return [i for _, i in found]
 
 
-def stop_daemon(pid: int | None) -> None:
-    """The dockerd `ensure_running` started (and only that one)."""
+def stop_daemon(pid: int | None, grace: float = 30.0) -> None:
+    """The dockerd `ensure_running` started (and only that one): SIGTERM, SIGKILL after `grace` seconds (its
+    pid files are then left behind; the next `ensure_running` removes them)."""
     if not pid:
         return
-    try:
-        os.kill(pid, 15)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    for signal_number in (15, 9):
         try:
-            os.kill(pid, 0)
+            os.kill(pid, signal_number)
         except ProcessLookupError:
             return
-        time.sleep(0.2)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if _ended(pid):
+                return
+            time.sleep(0.2)
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie (a dockerd this process started stays one until its parent reaps it)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:
+        pass
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True

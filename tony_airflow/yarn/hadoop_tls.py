@@ -33,11 +33,15 @@ def ssl_context(verify: str | bool) -> ssl.SSLContext | bool:
     return ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
 
 
+def _ssl_client_site(conf: HadoopConf) -> dict[str, str]:
+    """ssl-client.xml (or the resource `hadoop.ssl.client.conf` names) beside the configuration."""
+    name = conf.get("hadoop.ssl.client.conf") or "ssl-client.xml"
+    return read_site(conf.conf_dir / name) if conf.conf_dir is not None else {}
+
+
 def truststore_file(conf: HadoopConf) -> Path | None:
     """The truststore ssl-client.xml names, or None."""
-    name = conf.get("hadoop.ssl.client.conf") or "ssl-client.xml"
-    site = read_site(conf.conf_dir / name) if conf.conf_dir is not None else {}
-    location = (site.get("ssl.client.truststore.location") or "").strip()
+    location = (_ssl_client_site(conf).get("ssl.client.truststore.location") or "").strip()
     return Path(location) if location else None
 
 
@@ -56,8 +60,7 @@ def ca_bundle(conf: HadoopConf, cache_dir: Path) -> str | None:
     if data.startswith(JKS_MAGIC):
         raise UsageError(f"{key}: {store} is a JKS keystore; allowed: PEM or PKCS#12 (convert it: keytool "
                          f"-importkeystore -srckeystore {store} -destkeystore {store}.p12 -deststoretype pkcs12)")
-    site = read_site(conf.conf_dir / (conf.get("hadoop.ssl.client.conf") or "ssl-client.xml"))
-    password = site.get("ssl.client.truststore.password") or ""
+    password = _ssl_client_site(conf).get("ssl.client.truststore.password") or ""
     pem = _pkcs12_to_pem(data, password, store)
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / f"truststore-{hashlib.sha256(data).hexdigest()[:16]}.pem"

@@ -65,3 +65,29 @@ def test_the_resourcemanagers_node_attribute_store_is_in_the_state_directory(tmp
     write_conf(tmp_path / "conf", tmp_path, tmp_path / "jars", ClusterSettings.choose(), container_path="/bin")
     store = HadoopConf.load(tmp_path / "conf").get("yarn.node-attribute.fs-store.root-dir")
     assert store == f"file://{tmp_path / 'node-attributes'}"
+
+
+def test_the_zkfcs_znode_is_made_again_when_the_namenodes_addresses_changed(tmp_path, monkeypatch):
+    """The ZKFCs' znode keeps a breadcrumb naming the last active NameNode's RPC and ZKFC address, and
+    DFSZKFailoverController refuses one that names an address its configuration does not have ("Mismatched
+    address stored in ZK"): neither NameNode ever became active after `up` gave a crashed HA cluster new
+    ports (a port of the old set was taken). formatZK runs again whenever those addresses changed, and
+    only then."""
+    cluster = _cluster(tmp_path)
+    settings = ClusterSettings.load(cluster.settings_file)
+    settings.nameservice = "tony"
+    settings.save(cluster.settings_file)
+    (tmp_path / "data" / "zookeeper").mkdir(parents=True)  # as `up` makes it
+    runs: list[tuple[str, ...]] = []
+    monkeypatch.setattr(LocalCluster, "_wait_port", lambda self, *a: None)
+    monkeypatch.setattr(LocalCluster, "_run_once", lambda self, daemon, jh, jd, what, *args: runs.append(args))
+    zkfc = next(d for d in cluster.daemons if d.name == "zkfc-nn1")
+    prepare = lambda: cluster._prepare(zkfc, tmp_path / "jdk", tmp_path / "jars", 0.0)  # noqa: E731
+
+    prepare()
+    prepare()
+    assert runs == [("-formatZK", "-nonInteractive", "-force")]  # once for the same addresses
+    settings.ports["nn2:rpc"] += 1
+    settings.save(cluster.settings_file)
+    prepare()
+    assert len(runs) == 2  # the addresses changed: the old breadcrumb goes with the rest of the znode

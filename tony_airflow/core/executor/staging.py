@@ -20,7 +20,8 @@ What a reader of the HDFS output can see (the README's "What a job's output surv
   its last published version;
 - TensorBoard's event files grown by APPEND (a cut leaves a prefix);
 - TensorFlow's `checkpoint` index only after every file of the checkpoint it names,
-  which go first in a round (it waits for them when they are within QUIET_S);
+  which go first in a round (it waits for them when they are within QUIET_S), all
+  opened before the first is uploaded (the next save may drop them meanwhile);
 - files the program removed removed, except a checkpoint the published index names;
 - one writer: the chief of the newest attempt claims the output (`.tony-writer`),
   and a writer of an older attempt or application stops publishing.
@@ -28,6 +29,7 @@ What a reader of the HDFS output can see (the README's "What a job's output surv
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -193,12 +195,12 @@ class Mirror:
             (first if any(rel.startswith(n + ".") for n in named) else rest).append((path, rel))
         # The checkpoints the indexes name first, then the indexes, then the rest: TensorFlow drops a
         # checkpoint at its next save, which must not come while a large file is being uploaded.
-        count = self._publish_files(first, cutoff)
+        count = self._publish_files(first, cutoff, together=True)
         if in_round and self.waiting and self._settle(first):
             # The checkpoint a retry resumes from was saved less than QUIET_S ago: wait for it rather than
             # leave it behind a large upload, during which the next save would drop it.
             self.waiting = False
-            count += self._publish_files(first, time.time() - QUIET_S)
+            count += self._publish_files(first, time.time() - QUIET_S, together=True)
         for rel, (data, key) in indexes.items():
             # TensorFlow replaces an index by rename and it was read once: whole, so no quiet time is needed
             if self._held.get(rel) == key or not _names_files_in(rel, data, self._held, self.local):
@@ -221,45 +223,52 @@ class Mirror:
         delay = min(QUIET_S, max(mtimes) + QUIET_S - time.time()) if mtimes else 0.0
         return not self._stop.wait(max(0.0, delay) + 0.01)
 
-    def _publish_files(self, files: list[tuple[Path, str]], cutoff: float) -> int:
+    def _publish_files(self, files: list[tuple[Path, str]], cutoff: float, together: bool = False) -> int:
+        """`together`: the files are one checkpoint, which the next save drops (max_to_keep) perhaps while
+        its first file is uploaded; each is opened before the first upload, so a dropped one keeps its bytes."""
         count = 0
         remote_sizes: dict[str, RemoteFile] | None = None
-        for path, rel in files:
-            name = path.name
-            if not path.is_file() or is_part(name) or name in (CHECKPOINT_INDEX, WRITER_MARK):
-                continue
-            try:
-                stat = path.stat()
-            except FileNotFoundError:  # written and deleted between the walk and now
-                continue
-            if self._held.get(rel) == _key(stat) or rel in self._held and rel not in self._own:
-                continue  # HDFS has this version; or a file this writer pulled and does not own
-            if EVENTS in name and rel in self._held:
-                if remote_sizes is None:
-                    remote_sizes = self.files.list(self.remote)
-                count += self._grow(path, rel, remote_sizes.get(f"{self.remote}/{rel}"))
-            elif EVENTS in name:  # it only grows: any prefix is valid, so it never waits for a quiet moment
-                count += self._publish(path, rel)
-            elif stat.st_mtime <= cutoff:
-                count += self._publish(path, rel, _key(stat))
-            else:
-                self.waiting = True
+        with contextlib.ExitStack() as stack:
+            opened = _open_quiet(files, cutoff, stack) if together else {}
+            for path, rel in files:
+                name = path.name
+                fh = opened.get(rel)
+                if fh is None and not path.is_file() or _not_a_published_file(name):
+                    continue
+                try:
+                    stat = os.fstat(fh.fileno()) if fh is not None else path.stat()
+                except FileNotFoundError:  # written and deleted between the walk and now
+                    continue
+                if self._held.get(rel) == _key(stat) or rel in self._held and rel not in self._own:
+                    continue  # HDFS has this version; or a file this writer pulled and does not own
+                if EVENTS in name and rel in self._held:
+                    if remote_sizes is None:
+                        remote_sizes = self.files.list(self.remote)
+                    count += self._grow(path, rel, remote_sizes.get(f"{self.remote}/{rel}"))
+                elif EVENTS in name:  # it only grows: any prefix is valid, so it never waits for a quiet moment
+                    count += self._publish(path, rel)
+                elif stat.st_mtime <= cutoff:
+                    count += self._publish(path, rel, _key(stat), fh)
+                else:
+                    self.waiting = True
         return count
 
-    def _publish(self, path: Path, rel: str, key: Key | None = None) -> int:
+    def _publish(self, path: Path, rel: str, key: Key | None = None, opened: BinaryIO | None = None) -> int:
         """Upload under a temporary name, then rename into place. With `key`: only that version, and only if
         it did not change while it was uploaded (a file rewritten in place). Without: the bytes the file has
-        now, whatever the program appends meanwhile (an event file: any prefix of it is valid)."""
+        now, whatever the program appends meanwhile (an event file: any prefix of it is valid). `opened`:
+        the file, opened earlier (it may be gone from its directory since)."""
         remote = f"{self.remote}/{rel}"
         part = part_name(remote, self.writer)
         self.files.mkdirs(os.path.dirname(remote))
         try:
-            with path.open("rb") as fh:
+            with contextlib.nullcontext(opened) if opened is not None else path.open("rb") as fh:
                 now = _key(os.fstat(fh.fileno()))
                 if key is not None and now != key:
                     return 0
                 self.files.create(part, _Version(fh, key) if key is not None else fh.read(now[0]))
-            if self._halted.is_set() or key is not None and _key(path.stat()) != key:
+                changed = key is not None and _key(os.fstat(fh.fileno())) != key
+            if self._halted.is_set() or changed:
                 self.files.delete(part)  # rewritten while it was uploaded: a later round takes it
                 return 0
             self.files.rename_over(part, remote)
@@ -423,6 +432,28 @@ def next_round_in(waiting: bool, interval: float) -> float:
     if waiting:
         return QUIET_S + QUIET_MARGIN_S
     return interval * random.uniform(0.8, 1.0)
+
+
+def _not_a_published_file(name: str) -> bool:
+    """An upload under way, the `checkpoint` index (published after the files it names) or the writer's mark."""
+    return is_part(name) or name in (CHECKPOINT_INDEX, WRITER_MARK)
+
+
+def _open_quiet(files: list[tuple[Path, str]], cutoff: float, stack: contextlib.ExitStack) -> dict[str, BinaryIO]:
+    """rel -> an open handle, for each of `files` unchanged since `cutoff` (closed with `stack`)."""
+    opened: dict[str, BinaryIO] = {}
+    for path, rel in files:
+        if _not_a_published_file(path.name) or EVENTS in path.name:
+            continue
+        try:
+            if not path.is_file():  # a directory, or a pipe an open would block on
+                continue
+            fh = stack.enter_context(path.open("rb"))
+        except FileNotFoundError:
+            continue
+        if os.fstat(fh.fileno()).st_mtime <= cutoff:
+            opened[rel] = fh
+    return opened
 
 
 def _key(stat: os.stat_result) -> Key:

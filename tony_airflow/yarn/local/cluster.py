@@ -40,7 +40,7 @@ from tony_airflow.yarn.local.config import (
     port_is_free,
     write_conf,
 )
-from tony_airflow.yarn.local.ha import NAMENODE_IDS, RM_IDS, ZK_TICK_MS, check_nameservice
+from tony_airflow.yarn.local.ha import NAMENODE_IDS, RM_IDS, ZK_TICK_MS, check_nameservice, zkfc_addresses
 from tony_airflow.yarn.local.kdc import Kdc, service_principal
 from tony_airflow.yarn.local.launchers import write_launchers
 from tony_airflow.yarn.local.native import ensure_native, native_dir
@@ -48,6 +48,7 @@ from tony_airflow.yarn.local.network import MAX_HOSTS, Host, HostNetwork, free_s
 from tony_airflow.yarn.local.processes import (
     container_processes,
     pid_alive,
+    pid_from_file,
     terminate,
 )
 from tony_airflow.yarn.local.secure import krb5_java_options
@@ -258,17 +259,7 @@ class LocalCluster:
         return self.run_dir / f"{daemon.name}.pid"
 
     def pid(self, daemon: Daemon) -> int | None:
-        try:
-            pid = int(self._pid_file(daemon).read_text())
-        except (OSError, ValueError):
-            return None
-        cmd = Path(f"/proc/{pid}/cmdline")
-        try:
-            if pid_alive(pid) and daemon.main_class.encode() in cmd.read_bytes():
-                return pid
-        except OSError:
-            pass
-        return None
+        return pid_from_file(self._pid_file(daemon), daemon.main_class.encode())
 
     def _started_alive(self, daemon: Daemon) -> bool:
         """The process `up` started is alive; it may not have exec'd Java yet, so unlike pid()
@@ -496,10 +487,15 @@ class LocalCluster:
                 self._wait_port(settings.ports["dfs.namenode.http-address"], NAMENODE, deadline)
                 self._run_once(daemon, java_home, jar_dir, "bootstrap", "-bootstrapStandby", "-nonInteractive",
                                "-force")
-        elif daemon.name == "zkfc-nn1" and not (data / "zookeeper" / ".ha-formatted").exists():
+        elif daemon.name == "zkfc-nn1":
+            # made again when the NameNodes' addresses changed (new ports after a crash): its breadcrumb
+            # names the last active one's, and a ZKFC refuses one its configuration does not have
+            formatted, named = data / "zookeeper" / ".ha-formatted", zkfc_addresses(settings.address)
+            if formatted.exists() and formatted.read_text() == named:
+                return
             self._wait_port(settings.ports["zookeeper"], zookeeper(settings, self.state_dir), deadline)
             self._run_once(daemon, java_home, jar_dir, "formatZK", "-formatZK", "-nonInteractive", "-force")
-            (data / "zookeeper" / ".ha-formatted").write_text("")
+            formatted.write_text(named)
 
     def _wait_port(self, port: int, daemon: Daemon, deadline: float) -> None:
         """Until `daemon` (started just before) listens on `port`; its last error if it dies first."""
@@ -626,7 +622,11 @@ class LocalCluster:
 
     # --------------------------------------------------------------------- down
     def down(self, log=print) -> None:
-        """Stop the daemons, then any container process they left behind."""
+        """Stop the Oozie server on it if one runs (`tony oozie server up`), the daemons, then any container
+        process they left behind."""
+        from tony_airflow.yarn.local.oozie import OozieServer
+
+        OozieServer(self).down()
         daemons = self.daemons if self.settings_file.exists() else DAEMONS
         pids = [p for p in (self.pid(d) for d in reversed(daemons)) if p]
         terminate(pids, grace=15.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import socket
 from dataclasses import asdict, dataclass, field, fields
@@ -189,6 +190,10 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
         "hadoop.tmp.dir": str(state_dir / "tmp"),
         "hadoop.security.authentication": "simple",
         "hadoop.http.staticuser.user": "root",
+        # An Oozie server (`tony oozie server up`) run by this user always impersonates the workflow's user,
+        # itself included (E0307 otherwise)
+        f"hadoop.proxyuser.{getpass.getuser()}.hosts": "*",
+        f"hadoop.proxyuser.{getpass.getuser()}.groups": "*",
         **secure.get("core-site.xml", {}),
     }
     write_site(conf_dir / "core-site.xml", core)

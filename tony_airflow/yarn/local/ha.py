@@ -12,6 +12,7 @@ the shared `conf/`, which lists both, as a client of a production cluster does.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from tony_airflow.errors import UsageError
@@ -38,6 +39,18 @@ ZK_TICK_MS = 1000       # ZooKeeper's tick: sessions may be as short as 2 ticks
 ZK_SESSION_MS = 5000    # the RMs' ZooKeeper session: an RM that died loses its leadership this soon
 
 
+def zkfc_addresses(address: Callable[[str], str]) -> str:
+    """What the ZKFCs' znode names of the NameNodes (its breadcrumb: the last active one's RPC address and
+    ZKFC port, DFSZKFailoverController.dataToTarget), one line per NameNode; `address(key)` as in ha_sites."""
+    rpc = namenode_rpc(address)
+    return "".join(f"{nn} {rpc[nn]} {address(f'zkfc:{nn}')}\n" for nn in NAMENODE_IDS)
+
+
+def namenode_rpc(address: Callable[[str], str]) -> dict[str, str]:
+    """Each NameNode's RPC address (nn1 keeps the single cluster's port key)."""
+    return {"nn1": address("fs.defaultFS"), "nn2": address("nn2:rpc")}
+
+
 def check_nameservice(name: str) -> str:
     if not _LABEL.fullmatch(name or ""):
         raise UsageError(f"--nameservice: {name!r} is not a host name label; allowed: 1 to 63 lower-case "
@@ -47,7 +60,7 @@ def check_nameservice(name: str) -> str:
 
 def ha_sites(ns: str, address, state_dir: Path, zk: str) -> dict[str, dict[str, object]]:
     """core-, hdfs- and yarn-site of an HA cluster, by file; `address(key)` is `host:port` of a port key."""
-    nn_rpc = {"nn1": address("fs.defaultFS"), "nn2": address("nn2:rpc")}
+    nn_rpc = namenode_rpc(address)
     nn_http = {"nn1": address("dfs.namenode.http-address"), "nn2": address("nn2:http")}
     core: dict[str, object] = {
         "fs.defaultFS": f"hdfs://{ns}",

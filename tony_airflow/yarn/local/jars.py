@@ -33,35 +33,46 @@ def jar_dir() -> Path:
     return cache_root() / f"hadoop-{hadoop_version()}" / "lib"
 
 
-def _pom_digest() -> str:
+def _pom_digest(pom: Path = POM) -> str:
     """The cache is complete for this pom only: a dependency added to it resolves again."""
-    return hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
 
 
 def ensure_jars(log=print) -> Path:
     """Resolve the jar closure with Maven unless a complete copy for this pom is cached."""
-    target = jar_dir()
+    return resolve_closure(POM, jar_dir(), "Hadoop", hadoop_version(), log=log)
+
+
+def resolve_closure(pom: Path, target: Path, what: str, version: str, log=print, layout: bool = False,
+                    properties: dict[str, str] | None = None) -> Path:
+    """`mvn dependency:copy-dependencies` of `pom` into `target` unless a complete copy for this pom (and
+    `version`) is there; written beside it and renamed, so `target` is whole or absent. `layout`: Maven's
+    repository layout (group/artifact/version/), for a caller that must tell artifacts apart by name;
+    `properties`: -D properties of the pom."""
     marker = target / _COMPLETE_MARKER
-    if marker.exists() and marker.read_text().split() == [hadoop_version(), _pom_digest()]:
+    stamp = [version, _pom_digest(pom)]
+    if marker.exists() and marker.read_text().split() == stamp:
         return target
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise UsageError("maven: 'mvn' not found on PATH; Maven 3 is needed once to resolve the Hadoop jars")
-    staging = target.with_name("lib.partial")
+        raise UsageError(f"maven: 'mvn' not found on PATH; Maven 3 is needed once to resolve the {what} jars")
+    staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    log(f"Resolving Hadoop {hadoop_version()} jars from Maven Central into {target} ...")
+    log(f"Resolving {what} {version} jars from Maven Central into {target} ...")
     try:
         proc = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-             f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+            [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+             f"-DoutputDirectory={staging}", "-DincludeScope=runtime",
+             *(["-Dmdep.useRepositoryLayout=true"] if layout else []),
+             *(f"-D{key}={value}" for key, value in (properties or {}).items())],
             capture_output=True, text=True,
         )
     except OSError as exc:
         raise ClusterError(f"maven: could not run {mvn}: {exc}") from None
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-        raise ClusterError("maven: could not resolve the Hadoop jars: " + " | ".join(tail))
-    (staging / _COMPLETE_MARKER).write_text(f"{hadoop_version()} {_pom_digest()}\n")
+        raise ClusterError(f"maven: could not resolve the {what} jars: " + " | ".join(tail))
+    (staging / _COMPLETE_MARKER).write_text(" ".join(stamp) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target

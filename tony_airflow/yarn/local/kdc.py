@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tony_airflow.errors import ClusterError, UsageError
-from tony_airflow.yarn.local.processes import pid_alive, terminate
+from tony_airflow.yarn.local.processes import pid_from_file, stop_from_file
 
 REALM = "TONY.TEST"
 SERVICE_HOST = "localhost"
@@ -193,16 +193,7 @@ class Kdc:
 
     # ------------------------------------------------------------------ process
     def pid(self) -> int | None:
-        try:
-            pid = int(self.pid_file.read_text())
-        except (OSError, ValueError):
-            return None
-        try:
-            if pid_alive(pid) and b"krb5kdc" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return pid
-        except OSError:
-            pass
-        return None
+        return pid_from_file(self.pid_file, b"krb5kdc")
 
     def start(self, log_dir: Path, timeout: float = 20.0) -> None:
         """Start `krb5kdc -n` (foreground) unless it runs, and wait until it issues tickets."""
@@ -233,10 +224,7 @@ class Kdc:
         return proc.returncode == 0
 
     def stop(self) -> None:
-        pid = self.pid()
-        if pid is not None:
-            terminate([pid], grace=5.0)
-        self.pid_file.unlink(missing_ok=True)
+        stop_from_file(self.pid_file, b"krb5kdc", grace=5.0)
 
     def health(self) -> str:
         pid = self.pid()

@@ -78,6 +78,29 @@ def pid_alive(pid: int) -> bool:
     return bool(state) and state != "Z"
 
 
+def pid_from_file(pid_file: Path, marker: bytes) -> int | None:
+    """The live process a pid file names, if its command line holds `marker` (a stale file's pid may
+    have been reused by another process)."""
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        if pid_alive(pid) and marker in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+    except OSError:
+        pass
+    return None
+
+
+def stop_from_file(pid_file: Path, marker: bytes, grace: float) -> None:
+    """Stop the process a pid file names (SIGTERM, SIGKILL after `grace` seconds); remove the file."""
+    pid = pid_from_file(pid_file, marker)
+    if pid is not None:
+        terminate([pid], grace=grace)
+    pid_file.unlink(missing_ok=True)
+
+
 def terminate(pids: list[int], grace: float = 10.0) -> None:
     """SIGTERM, then SIGKILL whatever is still alive after `grace` seconds."""
     for pid in pids:

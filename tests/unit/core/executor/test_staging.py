@@ -438,14 +438,18 @@ class SavingDuringLargeUpload(MemoryHDFS):
         self.backup = backup
 
     def create(self, path, data):
-        backup = self.backup
-        if "a-large-file.bin" in path and (backup / "ckpt-1.index").exists():  # the next save, meanwhile
-            _write(backup / "ckpt-2.index", b"i2", age=0)
-            _write(backup / "ckpt-2.data-00000-of-00001", b"d2", age=0)
-            _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-2"\n', age=0)
-            (backup / "ckpt-1.index").unlink()
-            (backup / "ckpt-1.data-00000-of-00001").unlink()
+        if "a-large-file.bin" in path and (self.backup / "ckpt-1.index").exists():
+            _next_save(self.backup)
         super().create(path, data)
+
+
+def _next_save(backup: Path) -> None:
+    """BackupAndRestore's next save: checkpoint 2 written and named, checkpoint 1 dropped (max_to_keep=1)."""
+    _write(backup / "ckpt-2.index", b"i2", age=0)
+    _write(backup / "ckpt-2.data-00000-of-00001", b"d2", age=0)
+    _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-2"\n', age=0)
+    (backup / "ckpt-1.index").unlink()
+    (backup / "ckpt-1.data-00000-of-00001").unlink()
 
 
 def test_a_checkpoint_reaches_hdfs_before_a_large_file_and_before_the_next_save_drops_it(tmp_path):
@@ -564,3 +568,34 @@ def test_a_file_truncated_while_it_is_uploaded_ends_its_upload_at_once_and_the_r
     mirror = _mirror(out, fs)
     assert mirror.push() == 1
     assert fs.visible() == {"zz-done.json": b"{}"} and not [p for p in fs.files if is_part(p)]
+
+
+def test_a_checkpoint_dropped_by_the_next_save_while_its_first_file_is_uploaded_still_reaches_hdfs(tmp_path):
+    """CI's 3-host run (1 s epochs): BackupAndRestore saved, slept a second and saved again, dropping the
+    checkpoint before; a round uploaded the named checkpoint's data file, the next save dropped its
+    `.index` meanwhile, the `checkpoint` index never reached HDFS and the job ended with none there.
+    Every file of the named checkpoint is opened before the first upload: a dropped file keeps its bytes."""
+    out = tmp_path / "chief"
+    backup = out / "backup" / "chief"
+    _write(backup / "ckpt-1.index", b"i1")
+    _write(backup / "ckpt-1.data-00000-of-00001", b"d1")
+    _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n')
+
+    class SavingDuringCheckpointUpload(MemoryHDFS):
+        def create(self, path, data):
+            if "ckpt-1.data" in path and (backup / "ckpt-1.index").exists():  # the next save, meanwhile
+                _next_save(backup)
+            super().create(path, data)
+
+    fs = SavingDuringCheckpointUpload()
+    mirror = _mirror(out, fs)
+    mirror.push()
+    seen = fs.visible()
+    assert seen.get("backup/chief/checkpoint") == b'model_checkpoint_path: "ckpt-1"\n', sorted(seen)
+    assert seen["backup/chief/ckpt-1.index"] == b"i1" and seen["backup/chief/ckpt-1.data-00000-of-00001"] == b"d1"
+    _old(backup / "ckpt-2.index")
+    _old(backup / "ckpt-2.data-00000-of-00001")
+    mirror.push()  # the next round: checkpoint 2 replaces checkpoint 1, which goes
+    seen = fs.visible()
+    assert seen.get("backup/chief/checkpoint") == b'model_checkpoint_path: "ckpt-2"\n', sorted(seen)
+    assert not [rel for rel in seen if "ckpt-1" in rel], sorted(seen)
