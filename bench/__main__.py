@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import airflow_deferrable, container_cost, launch_latency, registry_scale, training_overhead
+from bench import airflow_deferrable, container_cost, guard_cost, launch_latency, registry_scale, training_overhead
 from bench.report import Report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,14 +73,15 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--runs", type=int, default=5, help="launch latency runs (default 5)")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["launch_latency", "registry_scale", "training_overhead", "airflow_deferrable",
-                                 "container_cost"])
+                                 "container_cost", "guard_cost"])
     args = parser.parse_args(argv)
     steps: list[tuple[str, Callable[[], list[Report]]]] = [
         ("launch_latency", lambda: [launch_latency.run(args.runs)]),
         ("registry_scale", lambda: [registry_scale.run()]),
         ("training_overhead", lambda: training_overhead.run()),  # throughput, and the CPU of the same runs
         ("airflow_deferrable", lambda: [airflow_deferrable.run(airflow_deferrable.SIZES, 30.0)]),
-        ("container_cost", lambda: [container_cost.run()])]
+        ("container_cost", lambda: [container_cost.run()]),
+        ("guard_cost", lambda: [guard_cost.run()])]
     reports = []
     for name, step in steps:
         if name in args.skip:

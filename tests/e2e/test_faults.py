@@ -211,6 +211,36 @@ def test_executors_stop_when_the_am_is_gone(local_cluster, rm):
     assert AM_LOST_EXIT == 75
 
 
+def test_a_sigkilled_executor_takes_its_command_with_it(local_cluster, rm):
+    """YARN SIGKILLs a container 250 ms after its SIGTERM (the OOM killer at once): the executor can die
+    before it has stopped its command. A command behind a wrapper whose process ignores SIGTERM, as
+    TensorFlow's MultiWorkerMirroredStrategy workers do, goes with it all the same."""
+    proc = _popen("ytf-submit", "-r", "worker:1", *SMALL, "--env", "SLEEP_S=600", "--env", "IGNORE_SIGTERM=1",
+                  "--max-attempts", "1", "-s", str(PAYLOADS / "sleep.py"),
+                  "python3 ${DTF_TASK_SCRIPT}; echo the command is a grandchild of the executor")
+    app_id = _app_id(_read_until(proc.stdout, "Submitted application"))
+    ours = "container_" + app_id.split("_", 1)[1] + "_"
+    with TonyClient() as client:
+        _wait_running(rm, app_id, client, tasks=1)
+    procs = [p for p in local_cluster.container_processes() if p.container_id.startswith(ours)]
+    executor = [p for p in procs if "tony_airflow.core.executor" in p.cmdline and "guard" not in p.cmdline]
+    command = [p for p in procs if "sleep.py" in p.cmdline]
+    assert len(executor) == 1 and len(command) == 1, procs
+    assert psutil.Process(command[0].pid).ppid() != executor[0].pid  # a grandchild: no parent-death signal
+    os.kill(executor[0].pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    for _ in range(120):  # counted polls; the group goes at once
+        if not psutil.pid_exists(command[0].pid) or psutil.Process(command[0].pid).status() == "zombie":
+            break
+        time.sleep(0.25)
+    record("executor SIGKILLed -> its command (ignoring SIGTERM) gone", time.monotonic() - killed_at)
+    assert not psutil.pid_exists(command[0].pid) or psutil.Process(command[0].pid).status() == "zombie", \
+        "the command outlived its executor"
+    proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert wait_terminal(rm, app_id, timeout=60).final_status == "FAILED"
+
+
 # ------------------------------------------------------------------ 16: memory limits
 def test_a_task_over_its_memory_is_killed_by_yarn_with_yarns_reason(local_cluster, rm):
     proc, app_id = ytf_submit("-r", "worker:1", "-m", "512", "--env", "HOG_MB=2048",

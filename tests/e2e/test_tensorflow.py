@@ -71,7 +71,7 @@ def _user_process(task: str, index: int) -> int | None:
             cmd = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if (b"digits_keras" in cmd and b"bash" not in cmd.split(b"\0")[0]
+        if (b"digits_keras" in cmd and b"bash" not in cmd.split(b"\0")[0] and b"executor/guard.py" not in cmd
                 and f"DTF_TASK_JOB_NAME={task}".encode() in env and f"DTF_TASK_INDEX={index}".encode() in env):
             return int(entry.name)
     return None

@@ -1,9 +1,13 @@
-"""Payload: sleeps SLEEP_S seconds (default 600), or exits early for the type in EXIT_EARLY."""
+"""Payload: sleeps SLEEP_S seconds (default 600), or exits early for the type in EXIT_EARLY.
+IGNORE_SIGTERM=1: SIGTERM does not end it, as it does not end TensorFlow's MultiWorkerMirroredStrategy workers."""
 import os
+import signal
 import sys
 import time
 
 me = os.environ["DTF_TASK_JOB_NAME"]
+if os.environ.get("IGNORE_SIGTERM"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if os.environ.get("EXIT_EARLY") == me:
     time.sleep(1)
     print(f"{me} dies early", file=sys.stderr)

@@ -1,15 +1,15 @@
 """Running the user's command in its own process group, with its stderr tail kept.
 
-stdout and stderr are copied chunk by chunk to the container's log (the
-executor's own stdout and stderr) and handed to `on_output` (the live output,
-core/output.py); stderr's last lines are kept for the AM's failure diagnostics.
-Nothing is buffered without bound: a 50 MB line with no newline costs one
-64 KiB chunk and a tail of TAIL_CHARS characters.
+The group's first process is the guard (core/executor/guard.py): whatever kills
+the executor, the group dies with it. stdout and stderr are copied chunk by
+chunk to the container's log (the executor's own stdout and stderr) and handed
+to `on_output` (the live output, core/output.py); stderr's last lines are kept
+for the AM's failure diagnostics. Nothing is buffered without bound: a 50 MB
+line with no newline costs one 64 KiB chunk and a tail of TAIL_CHARS characters.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -17,19 +17,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import BinaryIO
 
-_PR_SET_PDEATHSIG = 1
+from tony_airflow.core.executor import guard
+
 CHUNK_BYTES = 64 * 1024
 TAIL_CHARS = 8000  # what the AM keeps (4000) with room for multi-byte characters
-
-
-def _die_with_parent() -> None:
-    """If the executor is SIGKILLed, the child gets SIGKILL too (Linux prctl)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+GUARD = Path(guard.__file__)
 
 
 class UserProcess:
@@ -39,10 +34,18 @@ class UserProcess:
         """`on_output(stream, chunk)` sees every chunk of both streams ("stdout"/"stderr"), as written.
         `argv` (a container engine's `run`, core/executor/engine.py) runs instead of `bash -c command`; its
         stdin is a pipe this process holds open until it ends: the container's lease on its executor."""
-        self.proc = subprocess.Popen(
-            argv or ["bash", "-c", command], env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            stdin=subprocess.PIPE if argv else subprocess.DEVNULL, process_group=0, preexec_fn=_die_with_parent,
-        )
+        lease, self._lease = os.pipe()  # the guard's lease: this process alone holds the write end
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(GUARD), str(lease), *(argv or ["bash", "-c", command])],
+                env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                stdin=subprocess.PIPE if argv else subprocess.DEVNULL, process_group=0, pass_fds=(lease,),
+            )
+        except BaseException:
+            os.close(self._lease)
+            raise
+        finally:
+            os.close(lease)
         self.tail_lines = tail_lines
         self._tail = bytearray()
         self.max_buffered = 0  # the most this process held of the stderr stream at once (tests bound it)
@@ -111,6 +114,9 @@ class UserProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if self._lease >= 0:
+            os.close(self._lease)
+            self._lease = -1
 
     def stderr_tail(self) -> str:
         """The last lines of stderr, at most TAIL_CHARS characters."""

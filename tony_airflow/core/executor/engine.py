@@ -9,10 +9,11 @@ YARN container's memory, CPUs and user.
 
 Nothing outlives the executor, whatever kills it. YARN sends SIGKILL 250 ms
 after SIGTERM, too soon for `docker stop`; so the container holds a lease on
-its executor: its stdin, kept open by the engine's client (a child of the
-executor that dies with it, PR_SET_PDEATHSIG). When the client goes, the
-engine closes the container's stdin (docker and podman both, `run -i`), and the
-container's first process (WATCHDOG, a POSIX shell) kills everything in it.
+its executor: its stdin, kept open by the engine's client (in the command's
+process group, which dies with the executor: core/executor/guard.py). When
+the client goes, the engine closes the container's stdin (docker and podman
+both, `run -i`), and the container's first process (WATCHDOG, a POSIX shell)
+kills everything in it.
 """
 
 from __future__ import annotations

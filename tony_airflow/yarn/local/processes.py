@@ -57,12 +57,18 @@ def container_processes(nm_local_dir: Path) -> list[ContainerProcess]:
             continue
         pid = int(entry.name)
         env = _environ(pid)
-        in_container = "CONTAINER_ID" in env and root in env.get("LOCAL_DIRS", "")
+        in_container = "CONTAINER_ID" in env and _below(root, env.get("LOCAL_DIRS", ""))
         if in_container or _cwd(pid).startswith(root + os.sep):
             state = _proc_state(pid)
             if state and state != "Z":
                 found.append(ContainerProcess(pid, env.get("CONTAINER_ID", "?"), _cmdline(pid)))
     return found
+
+
+def _below(root: str, local_dirs: str) -> bool:
+    """A container's LOCAL_DIRS (comma-separated) under `root`: by whole path components, so that a
+    host's `nm-local-h1` is not also the single-node `nm-local`."""
+    return any(d == root or d.startswith(root + os.sep) for d in local_dirs.split(","))
 
 
 def _proc_state(pid: int) -> str:
