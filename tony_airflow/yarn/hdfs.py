@@ -227,7 +227,7 @@ class RemoteFile:
 
 
 class Readable(Protocol):
-    """An upload's body read as it is sent: an open file, or one version of it (core/executor/staging.py)."""
+    """An upload's body read as it is sent: an open file, or one version of it (core/executor/output_commit.py)."""
 
     def read(self, size: int = -1, /) -> bytes: ...
 
@@ -236,13 +236,15 @@ class OutputFiles(Protocol):
     """The HDFS operations the output mirror is built from, each one WebHDFS request or one redirect
     pair; unit tests stand in for it with an in-memory HDFS that can be cut after any of them."""
 
+    def names(self, directory: str) -> list[str]: ...  # (before `list`, which names the method in this scope)
     def list(self, root: str) -> dict[str, RemoteFile]: ...
     def read(self, path: str, start: int = 0) -> bytes: ...
     def download(self, path: str, local: str) -> None: ...
     def create(self, path: str, data: bytes | Readable) -> None: ...
+    def create_new(self, path: str, data: bytes) -> None: ...
     def append(self, path: str, data: bytes) -> None: ...
     def rename_over(self, source: str, destination: str) -> None: ...
-    def delete(self, path: str) -> None: ...
+    def delete(self, path: str, recursive: bool = False) -> None: ...
     def mkdirs(self, path: str) -> None: ...
 
 
@@ -251,6 +253,13 @@ class WebHdfsFiles:
 
     def __init__(self, fs: WebHDFS):
         self.fs = fs
+
+    def names(self, directory: str) -> list[str]:  # before `list`, which names the method in this scope
+        """The paths of the entries of one directory (not below it): one LISTSTATUS."""
+        try:
+            return [str(p) for p in self.fs.ls(directory, detail=False)]
+        except FileNotFoundError:
+            return []
 
     def list(self, root: str) -> dict[str, RemoteFile]:
         """Every file under `root` (recursively), or nothing when `root` does not exist."""
@@ -273,15 +282,19 @@ class WebHdfsFiles:
     def create(self, path: str, data: bytes | Readable) -> None:
         create_file(self.fs, path, data)
 
+    def create_new(self, path: str, data: bytes) -> None:
+        """CREATE with overwrite=false: FileExistsError when the path exists (the NameNode decides, once)."""
+        create_file(self.fs, path, data, overwrite=False)
+
     def append(self, path: str, data: bytes) -> None:
         append_bytes(self.fs, path, data)
 
     def rename_over(self, source: str, destination: str) -> None:
         rename_over(self.fs, source, destination)
 
-    def delete(self, path: str) -> None:
+    def delete(self, path: str, recursive: bool = False) -> None:
         try:
-            self.fs._call("DELETE", "delete", path, recursive="false")
+            self.fs._call("DELETE", "delete", path, recursive="true" if recursive else "false")
         except FileNotFoundError:
             pass
 
@@ -289,11 +302,21 @@ class WebHdfsFiles:
         self.fs.mkdir(path)
 
 
-def create_file(fs: WebHDFS, path: str, data: bytes | Readable, permission: str | None = None) -> None:
+def create_file(fs: WebHDFS, path: str, data: bytes | Readable, permission: str | None = None,
+                overwrite: bool = True) -> None:
     """WebHDFS CREATE in its two steps (the NameNode's redirect, then the data to the DataNode), with the
-    file's permission set at creation. fsspec's writer takes four requests and drops the permission."""
-    params = {"overwrite": "true", **({"permission": permission} if permission else {})}
-    redirect = fs._call("CREATE", "put", path, redirect=False, **params)
+    file's permission set at creation. fsspec's writer takes four requests and drops the permission.
+    overwrite=False: the DataNode's create fails with FileAlreadyExistsException when the path exists
+    (raised here as FileExistsError)."""
+    params = {"overwrite": "true" if overwrite else "false", **({"permission": permission} if permission else {})}
+    try:
+        redirect = fs._call("CREATE", "put", path, redirect=False, **params)
+    except RuntimeError as exc:  # fsspec's error for a RemoteException it does not map
+        if "FileAlreadyExistsException" in str(exc) or "already exists" in str(exc):
+            raise FileExistsError(path) from None
+        raise
     resp = fs.session.put(fs._apply_proxy(redirect.headers["Location"]), data=data,
                           headers={"content-type": "application/octet-stream"})
+    if not overwrite and resp.status_code in (400, 403, 409) and "AlreadyExists" in resp.text:
+        raise FileExistsError(path)
     resp.raise_for_status()

@@ -20,9 +20,10 @@ from tony_airflow.core import protocol
 from tony_airflow.core.executor import engine
 from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
+from tony_airflow.core.executor.output_commit import QUIET_S, Mirror, is_hdfs
 from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
-from tony_airflow.core.executor.staging import QUIET_S, Mirror, is_hdfs, stage_input
+from tony_airflow.core.executor.staging import stage_input
 from tony_airflow.core.executor.usage import UsageSampler
 from tony_airflow.core.runtimes import TaskIdentity, task_env
 from tony_airflow.core.spec import JobSpec
@@ -344,9 +345,14 @@ class Executor:
         evaluator = me.type == "evaluator"  # reads the chief's checkpoints, writes its own results
         if writer:
             mirror.claim()  # an older attempt's writer, if one still runs, publishes nothing more
+        elif evaluator:
+            mirror.join()   # writes under its chief's claim
         # A later attempt resumes from what an earlier one wrote: its checkpoints and files, not the old
-        # attempts' event files (TensorBoard reads those from HDFS).
-        mirror.pull(events=me.type == "tensorboard")
+        # attempts' event files (TensorBoard reads those from HDFS, and only what it shows).
+        if me.type == "tensorboard":
+            mirror.pull(only_tensorboard=True)
+        else:
+            mirror.pull(events=False)
         if writer:
             mirror.adopt()
         env["DTF_OUTPUT_URI"] = self.job.output_path

@@ -139,7 +139,7 @@ def test_a_failed_final_push_is_reported_in_one_line_not_a_crash():
 
 
 def test_a_chief_whose_am_is_gone_publishes_nothing_and_a_stopped_one_only_what_was_whole_before_the_stop():
-    from tony_airflow.core.executor.staging import QUIET_S
+    from tony_airflow.core.executor.output_commit import QUIET_S
 
     executor = _chief()
     executor.am_lost.set()

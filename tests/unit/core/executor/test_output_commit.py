@@ -1,9 +1,6 @@
-"""The HDFS output mirror: what a reader of the output can see, whatever cuts a push short.
-
-`MemoryHDFS` does what WebHDFS does, step by step: a CREATE empties the file at once and
-its data arrives in 4 MiB pieces, each visible to readers; an APPEND likewise; a RENAME
-with OVERWRITE is one step. It can lose its link after any step (`cut_after`), which is
-what a stopped, killed, preempted or lost chief does to a push under way.
+"""The output's commit protocol (core/executor/output_commit.py): what a reader of the output can see,
+whatever cuts a push short. The HDFS stand-in is `memory_hdfs.MemoryHDFS` (HDFS's rules, one request at a
+time, cut after any step); the model-checked test of the same protocol is test_output_commit_model.py.
 """
 
 from __future__ import annotations
@@ -17,89 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tony_airflow.core.executor import staging
-from tony_airflow.core.executor.staging import WRITER_MARK, Mirror, WriterFenced
-from tony_airflow.yarn.hdfs import RemoteFile, is_part
+from tests.unit.core.executor.memory_hdfs import PIECE, LinkDown, MemoryHDFS
+from tony_airflow.core.executor import output_commit as staging
+from tony_airflow.core.executor.output_commit import Mirror, WriterFenced
+from tony_airflow.yarn.hdfs import is_part
 
-PIECE = 4 << 20  # WebHDFS's DataNode writes show up in pieces of this size (fsspec's block)
 APP = "application_1700000000000_0007"
-
-
-class LinkDown(OSError):
-    def __init__(self) -> None:
-        super().__init__(113, "No route to host")
-
-
-class MemoryHDFS:
-    """OutputFiles in memory, with WebHDFS's visible effects one step at a time."""
-
-    def __init__(self, cut_after: int | None = None) -> None:
-        self.files: dict[str, bytes] = {}
-        self.mtimes: dict[str, int] = {}
-        self.steps = 0
-        self.cut_after = cut_after
-        self.clock = 0
-        self.ops: list[str] = []
-
-    def copy(self, cut_after: int | None = None) -> MemoryHDFS:
-        other = MemoryHDFS(cut_after)
-        other.files, other.mtimes, other.clock = dict(self.files), dict(self.mtimes), self.clock
-        return other
-
-    def _step(self, op: str) -> None:
-        if self.cut_after is not None and self.steps >= self.cut_after:
-            raise LinkDown()
-        self.steps += 1
-        self.ops.append(op)
-
-    def _write(self, path: str, data: bytes) -> None:
-        self.files[path] = data
-        self.clock += 1
-        self.mtimes[path] = self.clock
-
-    def list(self, root: str) -> dict[str, RemoteFile]:
-        self._step("list")
-        return {p: RemoteFile(len(b), self.mtimes[p]) for p, b in self.files.items() if p.startswith(root + "/")}
-
-    def read(self, path: str, start: int = 0) -> bytes:
-        self._step("read")
-        if path not in self.files:
-            raise FileNotFoundError(path)
-        return self.files[path][start:]
-
-    def download(self, path: str, local: str) -> None:
-        Path(local).write_bytes(self.read(path))
-
-    def create(self, path: str, data) -> None:
-        payload = data if isinstance(data, bytes) else data.read()
-        self._step("create")
-        self._write(path, b"")
-        for i in range(0, len(payload), PIECE):
-            self._step("piece")
-            self._write(path, self.files[path] + payload[i:i + PIECE])
-
-    def append(self, path: str, data: bytes) -> None:
-        self._step("append")
-        for i in range(0, len(data), PIECE):
-            self._step("piece")
-            self._write(path, self.files[path] + data[i:i + PIECE])
-
-    def rename_over(self, source: str, destination: str) -> None:
-        self._step("rename")
-        self.files[destination] = self.files.pop(source)
-        self.mtimes[destination] = self.mtimes.pop(source)
-
-    def delete(self, path: str) -> None:
-        self._step("delete")
-        self.files.pop(path, None)
-        self.mtimes.pop(path, None)
-
-    def mkdirs(self, path: str) -> None:
-        self._step("mkdirs")
-
-    def visible(self, root: str = "/out") -> dict[str, bytes]:
-        """What a reader takes: every file but those under a temporary name."""
-        return {p[len(root) + 1:]: b for p, b in self.files.items() if p.startswith(root + "/") and not is_part(p)}
 
 
 def _old(path: Path, seconds: float = 10.0) -> None:
@@ -126,6 +46,14 @@ def _whole_model(data: bytes) -> bool:
 
 def _mirror(local: Path, fs: MemoryHDFS, attempt: int = 1, app: str = APP, task: str = "chief0") -> Mirror:
     return Mirror("hdfs:///out", local, files=fs, writer=f"{app}.a{attempt}.{task}", attempt=(app, attempt))
+
+
+def _clone(first: Mirror, out: Path, fs: MemoryHDFS) -> Mirror:
+    """A writer that knows what `first` published (the same writer, its link replaced)."""
+    writer = _mirror(out, fs)
+    writer._held, writer._own, writer._hashes = dict(first._held), set(first._own), dict(first._hashes)
+    writer.epoch = first.epoch
+    return writer
 
 
 def _attempt_one(tmp_path: Path) -> tuple[Path, MemoryHDFS, Mirror]:
@@ -164,23 +92,19 @@ def _assert_readers_take_only_whole_files(fs: MemoryHDFS, local: Path) -> None:
     reader = _mirror(local, fs.copy(), task="tensorboard0")
     reader.pull()
     got = {str(p.relative_to(local)): p.read_bytes() for p in local.rglob("*") if p.is_file()}
-    assert got == {rel: data for rel, data in seen.items() if rel != WRITER_MARK}, sorted(got)
+    assert got == seen, sorted(got)
 
 
 def test_a_push_cut_after_any_step_leaves_hdfs_only_whole_files_and_the_next_push_completes_it(tmp_path):
     out, fs, first = _attempt_one(tmp_path)
     whole = fs.copy()
-    reference = _mirror(out, whole)
-    reference._held, reference._own, reference._indexes = dict(first._held), set(first._own), dict(first._indexes)
-    reference._mark = first._mark
+    reference = _clone(first, out, whole)
     reference.push()
     steps = whole.steps
     assert steps > 10, whole.ops
     for cut in range(steps + 1):
         cut_fs = fs.copy(cut_after=cut)
-        writer = _mirror(out, cut_fs)
-        writer._held, writer._own, writer._indexes = dict(first._held), set(first._own), dict(first._indexes)
-        writer._mark = first._mark
+        writer = _clone(first, out, cut_fs)
         try:
             writer.push()
         except LinkDown:
@@ -199,8 +123,7 @@ def test_a_retry_resumes_from_whole_files_after_a_push_cut_at_any_step(tmp_path)
     out, fs, first = _attempt_one(tmp_path)
     for cut in range(0, 40, 3):
         cut_fs = fs.copy(cut_after=cut)
-        writer = _mirror(out, cut_fs)
-        writer._held, writer._own, writer._indexes = dict(first._held), set(first._own), dict(first._indexes)
+        writer = _clone(first, out, cut_fs)
         try:
             writer.push()
         except LinkDown:
@@ -218,7 +141,9 @@ def test_a_retry_resumes_from_whole_files_after_a_push_cut_at_any_step(tmp_path)
         assert not any(is_part(p) for p in cut_fs.files), "the new writer removes what a cut writer left"
 
 
-def test_a_file_rewritten_while_it_is_uploaded_is_not_published(tmp_path):
+def test_a_file_rewritten_while_it_is_uploaded_is_published_as_the_quiet_version_taken(tmp_path):
+    """Item 10 of the commit protocol: the quiet version is copied locally first, so the next save cannot
+    overtake its upload."""
     out = tmp_path / "chief"
     _write(out / "model.bin", _model(1))
 
@@ -232,8 +157,8 @@ def test_a_file_rewritten_while_it_is_uploaded_is_not_published(tmp_path):
 
     fs = RewritingHDFS()
     mirror = _mirror(out, fs)
-    assert mirror.push() == 0
-    assert "model.bin" not in fs.visible() and not fs.files
+    assert mirror.push() == 1
+    assert fs.visible() == {"model.bin": _model(1)}
 
 
 def test_a_file_changed_within_the_quiet_time_waits(tmp_path):
@@ -241,7 +166,7 @@ def test_a_file_changed_within_the_quiet_time_waits(tmp_path):
     _write(out / "model.bin", _model(1), age=0)
     fs = MemoryHDFS()
     mirror = _mirror(out, fs)
-    assert mirror.push() == 0 and not fs.visible()
+    assert mirror.push(cutoff=time.time() - staging.QUIET_S) == 0 and not fs.visible()
     _old(out / "model.bin")
     assert mirror.push() == 1 and fs.visible()["model.bin"] == _model(1)
 
@@ -267,7 +192,8 @@ def test_a_writer_of_an_older_attempt_publishes_nothing_once_a_newer_one_claimed
     old.claim()
     new = _mirror(tmp_path / "new", fs, attempt=2)
     new.claim()
-    with pytest.raises(WriterFenced, match="a2"):
+    assert new.epoch == old.epoch + 1
+    with pytest.raises(WriterFenced, match="attempt 2"):
         old.push()
     assert "model.bin" not in fs.visible()
     assert old.finish() == 0  # the final push of a fenced writer is skipped, not an error
@@ -276,7 +202,9 @@ def test_a_writer_of_an_older_attempt_publishes_nothing_once_a_newer_one_claimed
     dup.claim()
     with pytest.raises(WriterFenced):
         new.push()
-    assert fs.visible()[WRITER_MARK].startswith(later_app.encode())
+    marks = {p: data for p, data in fs.files.items() if "/.tony-writer" in p}
+    assert list(marks) == ["/out/.tony-writer-0000000003"]  # older marks go with the claim
+    assert marks["/out/.tony-writer-0000000003"].startswith(f"{later_app} 1 ".encode())
 
 
 def test_an_evaluator_pulls_the_chiefs_files_and_publishes_only_its_own(tmp_path):
@@ -325,13 +253,11 @@ def test_an_event_file_grows_by_append_and_a_cut_append_is_completed(tmp_path):
     mirror = _mirror(out, fs)
     mirror.push()
     _write(events, b"a" * 10 + b"b" * (PIECE + 5))
-    fs.cut_after = fs.steps + 4  # read the claim, list, the append and its first piece; the second is lost
+    fs.cut_after = fs.steps + 5  # the fence, the size, the fence, the append and its first piece
     with pytest.raises(LinkDown):
         mirror.push()
     assert fs.visible()["events.out.tfevents.1.h.1.v2"] == b"a" * 10 + b"b" * PIECE
     fs.cut_after = None
-    mirror._held.pop("events.out.tfevents.1.h.1.v2")  # as after a cut: the next round looks again
-    mirror._held["events.out.tfevents.1.h.1.v2"] = (10, 0)
     mirror.push()
     assert fs.visible()["events.out.tfevents.1.h.1.v2"] == b"a" * 10 + b"b" * (PIECE + 5)
     assert "create" not in fs.ops[-3:]  # grown in place, not uploaded again
@@ -359,16 +285,14 @@ def test_an_input_is_complete_so_its_empty_files_are_staged(tmp_path):
     assert (tmp_path / "in" / "_SUCCESS").exists()
 
 
-def test_a_reader_takes_an_index_only_after_the_files_it_names_and_never_a_temporary_file(tmp_path):
+def test_a_reader_never_takes_a_temporary_file_or_a_writers_mark(tmp_path):
     fs = MemoryHDFS()
     fs._write("/out/backup/checkpoint.tony-part-x-1", b'model_checkpoint_path: "ckpt-9"\n')
+    fs._write("/out/.tony-writer-0000000001-app-a1", b"w")
     fs._write("/out/backup/checkpoint", b'model_checkpoint_path: "ckpt-8"\n')
     mirror = _mirror(tmp_path / "m", fs, task="tensorboard0")
-    assert mirror.pull() == 0  # ckpt-8's files are not there: the index waits
-    fs._write("/out/backup/ckpt-8.index", b"i")
-    fs._write("/out/backup/ckpt-8.data-00000-of-00001", b"d")
-    assert mirror.pull() == 3
-    assert not any(is_part(p.name) for p in (tmp_path / "m").rglob("*"))
+    assert mirror.pull() == 1
+    assert [p.name for p in (tmp_path / "m").rglob("*") if p.is_file()] == ["checkpoint"]
 
 
 def test_a_reader_compares_versions_not_only_sizes(tmp_path):
@@ -405,7 +329,7 @@ def test_the_final_push_waits_for_a_round_under_way_and_reports_a_failure(tmp_pa
     held.wait()
     mirror.finish()
     thread.join()
-    assert fs.ops and fs.ops[0] == "read"  # the final push began after the round ended (one writer at a time)
+    assert fs.ops and fs.ops[0] == "names"  # the final push began after the round ended (one writer at a time)
 
 
 def test_every_webhdfs_request_has_a_deadline(monkeypatch):
@@ -452,22 +376,30 @@ def _next_save(backup: Path) -> None:
     (backup / "ckpt-1.data-00000-of-00001").unlink()
 
 
-def test_a_checkpoint_reaches_hdfs_before_a_large_file_and_before_the_next_save_drops_it(tmp_path):
+def test_a_checkpoint_the_next_save_drops_during_a_large_upload_is_published_whole_or_not_named(tmp_path):
     """Seen on the 3-host cluster: BackupAndRestore saves every few seconds and drops the previous
-    checkpoint; a round that uploaded a 32 MiB file first found the named checkpoint gone, and the
-    `checkpoint` index never reached HDFS while the job ran."""
+    checkpoint while a 32 MiB file is uploaded. Every version a round takes is copied before the first
+    upload, so what it took reaches HDFS whole; what it did not take waits, and HDFS's `checkpoint` never
+    names a checkpoint whose files are not there."""
     out = tmp_path / "chief"
     backup = out / "backup" / "chief"
-    _write(out / "a-large-file.bin", _model(1))  # sorts before backup/
+    _write(out / "a-large-file.bin", _model(1))
     _write(backup / "ckpt-1.index", b"i1")
     _write(backup / "ckpt-1.data-00000-of-00001", b"d1")
-    _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n', age=0.2)  # just replaced by rename
+    _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n')
 
     fs = SavingDuringLargeUpload(backup)
-    _mirror(out, fs).push()
+    mirror = _mirror(out, fs)
+    mirror.push()
     seen = fs.visible()
     assert seen.get("backup/chief/checkpoint") == b'model_checkpoint_path: "ckpt-1"\n', sorted(seen)
     assert {"backup/chief/ckpt-1.index", "backup/chief/ckpt-1.data-00000-of-00001"} <= set(seen)
+    for name in ("ckpt-2.index", "ckpt-2.data-00000-of-00001", "checkpoint"):
+        _old(backup / name)
+    mirror.push()
+    seen = fs.visible()
+    assert seen["backup/chief/checkpoint"] == b'model_checkpoint_path: "ckpt-2"\n'
+    assert not [rel for rel in seen if "ckpt-1" in rel], sorted(seen)
 
 
 def test_a_file_waiting_for_its_quiet_time_gets_a_round_soon_not_a_whole_interval_later(tmp_path):
@@ -476,7 +408,7 @@ def test_a_file_waiting_for_its_quiet_time_gets_a_round_soon_not_a_whole_interva
     out = tmp_path / "chief"
     _write(out / "ckpt-1.index", b"i1", age=0.3)
     mirror = _mirror(out, MemoryHDFS())
-    mirror.push()
+    mirror.push(cutoff=time.time() - staging.QUIET_S)  # a push that does not wait for it
     assert mirror.waiting  # a file was left only for its quiet time
     assert staging.next_round_in(mirror.waiting, 5.0) == staging.QUIET_S + staging.QUIET_MARGIN_S
     _old(out / "ckpt-1.index")
@@ -507,25 +439,23 @@ def test_an_event_file_written_every_moment_is_published_at_once_as_a_prefix(tmp
     assert fs.visible()["tb/events.out.tfevents.1.h.1.v2"] == b"record-1;record-2;"
 
 
-def test_a_checkpoint_saved_just_before_a_round_is_published_in_that_round_before_a_large_file(tmp_path):
-    """CI's 3-host run: a 32 MiB file took each round's time after a checkpoint still inside its quiet
-    time was left for later, the next save replaced it meanwhile, and the training ended with no
-    checkpoint ever in HDFS. A checkpoint is what a retry resumes from: the round waits for it (it is
-    at most QUIET_S away) and publishes it before anything else."""
+def test_a_checkpoint_saved_just_before_a_round_is_waited_for_within_that_round(tmp_path):
+    """CI's 3-host run: a checkpoint still inside its quiet time when a round began was left for later,
+    the next save replaced it meanwhile, and the training ended with no checkpoint ever in HDFS. A round
+    that stopped at a file changed less than QUIET_S ago waits for it once and goes on."""
     out = tmp_path / "chief"
     backup = out / "backup" / "chief"
     _write(out / "a-large-file.bin", _model(1))
     _write(backup / "ckpt-1.index", b"i1", age=0.4)
     _write(backup / "ckpt-1.data-00000-of-00001", b"d1", age=0.4)
     _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n', age=0.4)
-
-    fs = SavingDuringLargeUpload(backup)
+    fs = MemoryHDFS()
     mirror = _mirror(out, fs)
     mirror.push()
     seen = fs.visible()
     assert seen.get("backup/chief/checkpoint") == b'model_checkpoint_path: "ckpt-1"\n', sorted(seen)
-    assert {"backup/chief/ckpt-1.index", "backup/chief/ckpt-1.data-00000-of-00001"} <= set(seen)
-    assert "a-large-file.bin" in seen
+    assert {"backup/chief/ckpt-1.index", "backup/chief/ckpt-1.data-00000-of-00001", "a-large-file.bin"} <= set(seen)
+    assert not mirror.waiting
 
 
 def test_a_final_push_after_a_stop_never_waits_for_a_checkpoint_that_was_not_quiet_before_it(tmp_path,
@@ -535,17 +465,18 @@ def test_a_final_push_after_a_stop_never_waits_for_a_checkpoint_that_was_not_qui
     _write(out / "ckpt-1.data-00000-of-00001", b"d1", age=0.2)
     _write(out / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n', age=0.2)
     waits: list[int] = []
-    monkeypatch.setattr(Mirror, "_settle", lambda self, files: waits.append(len(files)) or True)
+    monkeypatch.setattr(Mirror, "_settle", lambda self, mtime: waits.append(mtime) or True)
     fs = MemoryHDFS()
     assert _mirror(out, fs).finish(cutoff=time.time() - 0.5) == 0
     assert not fs.visible() and waits == []  # torn by the stop, perhaps: never published, never waited for
 
 
-def test_a_file_truncated_while_it_is_uploaded_ends_its_upload_at_once_and_the_round_goes_on(tmp_path):
+def test_a_file_truncated_while_it_is_uploaded_does_not_touch_the_upload_of_its_snapshot(tmp_path):
     """Found on the 3-host cluster: a 32 MiB file rewritten in place ("wb" truncates it) while it was
     streamed to a DataNode. The request had announced the file's length, the body ended early, the
     DataNode waited for the rest, and the round hung for the 60 s read timeout while the training
-    saved and dropped every checkpoint. Like a DataNode, this fake waits for the announced length."""
+    saved and dropped every checkpoint. Like a DataNode, this fake waits for the announced length; the
+    upload reads the round's local snapshot, which the program's rewrite does not touch."""
     from requests.utils import super_len
 
     out = tmp_path / "chief"
@@ -566,15 +497,15 @@ def test_a_file_truncated_while_it_is_uploaded_ends_its_upload_at_once_and_the_r
 
     fs = DataNodeHDFS()
     mirror = _mirror(out, fs)
-    assert mirror.push() == 1
-    assert fs.visible() == {"zz-done.json": b"{}"} and not [p for p in fs.files if is_part(p)]
+    assert mirror.push() == 2
+    assert fs.visible() == {"model.bin": _model(1), "zz-done.json": b"{}"} and not [p for p in fs.files if is_part(p)]
 
 
 def test_a_checkpoint_dropped_by_the_next_save_while_its_first_file_is_uploaded_still_reaches_hdfs(tmp_path):
     """CI's 3-host run (1 s epochs): BackupAndRestore saved, slept a second and saved again, dropping the
     checkpoint before; a round uploaded the named checkpoint's data file, the next save dropped its
     `.index` meanwhile, the `checkpoint` index never reached HDFS and the job ended with none there.
-    Every file of the named checkpoint is opened before the first upload: a dropped file keeps its bytes."""
+    Every file a round takes is opened, then copied, before the first upload: a dropped file keeps its bytes."""
     out = tmp_path / "chief"
     backup = out / "backup" / "chief"
     _write(backup / "ckpt-1.index", b"i1")
@@ -599,3 +530,190 @@ def test_a_checkpoint_dropped_by_the_next_save_while_its_first_file_is_uploaded_
     seen = fs.visible()
     assert seen.get("backup/chief/checkpoint") == b'model_checkpoint_path: "ckpt-2"\n', sorted(seen)
     assert not [rel for rel in seen if "ckpt-1" in rel], sorted(seen)
+
+
+# ---------------------------------------------------------------- the commit protocol's items (issue #40)
+def _tf_save(backup: Path, n: int, tag: bytes, age: float = 10.0, pointer: bool = True) -> None:
+    """TensorFlow's save of checkpoint n: data, index, then the `checkpoint` index by rename."""
+    _write(backup / f"ckpt-{n}.data-00000-of-00001", b"data-" + tag, age)
+    _write(backup / f"ckpt-{n}.index", b"index-" + tag, age - 0.001)
+    if pointer:
+        _write(backup / "checkpoint", b'model_checkpoint_path: "ckpt-%d"\n' % n, age - 0.002)
+
+
+def test_item1_a_checkpoint_saved_again_by_the_next_attempt_is_never_published_as_a_mix(tmp_path):
+    """Attempt 1 published ckpt-6's files and was cut before its `checkpoint`; attempt 2 restores ckpt-5,
+    saves its own ckpt-6 and is stopped after the first of its files: HDFS's `checkpoint` names a
+    checkpoint of one save, and attempt 3 restores a whole one."""
+    fs = MemoryHDFS()
+    one = tmp_path / "a1"
+    _tf_save(one, 5, b"a1s5", age=30)
+    first = _mirror(one, fs, attempt=1)
+    first.claim()
+    first.push()
+    _tf_save(one, 6, b"a1s6", age=20, pointer=False)
+    first.push()  # ckpt-6's files, not its index yet
+    assert fs.visible()["checkpoint"] == b'model_checkpoint_path: "ckpt-5"\n'
+    two = _mirror(tmp_path / "a2", fs, attempt=2)
+    two.claim()
+    two.pull(events=False)
+    two.adopt()
+    _tf_save(two.local, 6, b"a2s6", age=10)
+    fs.cut_after = fs.steps + 5  # the fence, its data file (create, piece), the fence, the rename; cut
+    with pytest.raises(LinkDown):
+        two.push()
+    fs.cut_after = None
+    seen = fs.visible()
+    named = seen["checkpoint"].split(b'"')[1].decode()
+    data, index = seen[f"{named}.data-00000-of-00001"], seen[f"{named}.index"]
+    assert data.split(b"-")[1] == index.split(b"-")[1], (named, data, index)
+    three = _mirror(tmp_path / "a3", fs, attempt=3)
+    three.claim()
+    three.pull(events=False)
+    named = (three.local / "checkpoint").read_text().split('"')[1]
+    assert (three.local / f"{named}.data-00000-of-00001").read_bytes()[5:] == \
+        (three.local / f"{named}.index").read_bytes()[6:]
+
+
+def test_item2_an_evaluator_of_a_later_attempt_publishes_what_it_rewrites(tmp_path):
+    fs = MemoryHDFS()
+    fs._write("/out/eval/metrics.json", b'{"accuracy": 0.50}')
+    evaluator = _mirror(tmp_path / "ev2", fs, attempt=2, task="evaluator0")
+    evaluator.join()
+    evaluator.pull(events=False)
+    _write(evaluator.local / "eval" / "metrics.json", b'{"accuracy": 0.93}')
+    assert evaluator.push() == 1
+    assert fs.visible()["eval/metrics.json"] == b'{"accuracy": 0.93}'
+
+
+def test_item6_a_file_the_executor_cannot_read_is_left_out_and_holds_nothing_back(tmp_path, monkeypatch, caplog):
+    out = tmp_path / "chief"
+    _write(out / "a.lock", b"", age=30)
+    _write(out / "model.bin", _model(1), age=20)
+    real = Mirror._open_local
+
+    def refuse(self, rel):
+        if rel.endswith(".lock"):
+            raise PermissionError(13, "Permission denied", rel)
+        return real(self, rel)
+
+    monkeypatch.setattr(Mirror, "_open_local", refuse)
+    fs = MemoryHDFS()
+    mirror = _mirror(out, fs)
+    assert mirror.finish(cutoff=math.inf) == 1  # a clean exit: no error, model.bin published
+    assert fs.visible() == {"model.bin": _model(1)}
+    assert "not published (this task cannot read it): a.lock" in caplog.text
+
+
+def test_item7_the_final_push_waits_for_a_large_upload_under_way_however_long_it_takes(tmp_path, monkeypatch):
+    out = tmp_path / "chief"
+    _write(out / "big.bin", _model(1))
+    _write(out / "zz-after.json", b"{}")
+    uploading = threading.Event()
+
+    class SlowHDFS(MemoryHDFS):
+        def create(self, path, data):
+            if "big.bin" in path:
+                uploading.set()
+                time.sleep(0.6)  # longer than the final push would have waited (JOIN_S, made small here)
+            super().create(path, data)
+
+    monkeypatch.setattr(staging, "SYNC_INTERVAL_S", 0.01)
+    fs = SlowHDFS()
+    mirror = _mirror(out, fs)
+    mirror.claim()
+    mirror.start("push", interval=0.01)
+    assert uploading.wait(5)
+    assert mirror.finish() == 1  # the round under way published big.bin; the final push the rest
+    assert fs.visible() == {"big.bin": _model(1), "zz-after.json": b"{}"}
+
+
+def test_item10_a_file_rewritten_faster_than_it_uploads_reaches_hdfs(tmp_path):
+    """A 48 MiB model rewritten in place every second, an upload slower than that: the upload reads the
+    round's local snapshot, so the next save cannot overtake it."""
+    out = tmp_path / "chief"
+    size = 48 << 20
+    _write(out / "model.keras", _model(1, size))
+
+    class RewriteEveryPiece(MemoryHDFS):
+        def create(self, path, data):
+            chunks = []
+            version = 2
+            while chunk := data.read(PIECE):
+                chunks.append(chunk)
+                (out / "model.keras").write_bytes(_model(version, size))  # the next save, in place
+                version += 1
+            super().create(path, b"".join(chunks))
+
+    fs = RewriteEveryPiece()
+    assert _mirror(out, fs).push(cutoff=time.time()) == 1
+    assert _whole_model(fs.visible()["model.keras"])
+
+
+def test_item11_a_pointer_written_last_is_published_last_whatever_the_program(tmp_path):
+    """PyTorch-style saves: data, index, then a pointer of the program's own format by rename. A round
+    that cannot publish the index (changed within QUIET_S) does not publish the pointer either."""
+    out = tmp_path / "chief"
+    _write(out / "ckpt-15.data", b"d15", age=30)
+    _write(out / "ckpt-15.index", b"i15", age=29.9)
+    _write(out / "checkpoint", b"ckpt-15\n", age=29.8)
+    fs = MemoryHDFS()
+    mirror = _mirror(out, fs)
+    mirror.push()
+    _write(out / "ckpt-16.data", b"d16", age=3)
+    _write(out / "ckpt-16.index", b"i16", age=0.5)  # not quiet yet
+    _write(out / "checkpoint", b"ckpt-16\n", age=3)  # a clock step or a coarse mtime: older than the index
+    os.utime(out / "checkpoint", ns=(time.time_ns(), time.time_ns()))  # written last, as programs do
+    mirror.push(cutoff=time.time() - staging.QUIET_S)
+    seen = fs.visible()
+    assert seen["checkpoint"] == b"ckpt-15\n" and seen["ckpt-16.data"] == b"d16" and "ckpt-16.index" not in seen
+
+
+def test_item9_a_path_that_changes_kind_does_not_stall_the_mirror(tmp_path):
+    out = tmp_path / "chief"
+    _write(out / "export", b"a file first")
+    fs = MemoryHDFS()
+    mirror = _mirror(out, fs)
+    mirror.push()
+    (out / "export").unlink()
+    _write(out / "export" / "saved_model.pb", b"then a directory")
+    assert mirror.push() >= 1
+    assert fs.visible() == {"export/saved_model.pb": b"then a directory"}
+    (out / "export" / "saved_model.pb").unlink()
+    (out / "export").rmdir()
+    _write(out / "export", b"a file again")
+    mirror.push()
+    assert fs.visible() == {"export": b"a file again"}
+
+
+def test_item8_readers_keep_what_hdfs_has_and_tensorboard_takes_only_what_it_shows(tmp_path):
+    fs = MemoryHDFS()
+    fs._write("/out/ckpt-1.index", b"i")
+    fs._write("/out/tb/events.out.tfevents.1.h.1.v2", b"e")
+    fs._write("/out/tb/plugins/profile/run/h.xplane.pb", b"p")
+    tensorboard = _mirror(tmp_path / "tb", fs, task="tensorboard0")
+    tensorboard.pull(only_tensorboard=True)
+    got = sorted(str(p.relative_to(tensorboard.local)) for p in tensorboard.local.rglob("*") if p.is_file())
+    assert got == ["tb/events.out.tfevents.1.h.1.v2", "tb/plugins/profile/run/h.xplane.pb"]
+    evaluator = _mirror(tmp_path / "ev", fs, task="evaluator0")
+    evaluator.pull(events=False)
+    assert (evaluator.local / "ckpt-1.index").exists()
+    fs.delete("/out/ckpt-1.index")
+    evaluator.pull(events=False)
+    assert not (evaluator.local / "ckpt-1.index").exists()
+
+
+def test_a_claim_takes_an_epoch_above_every_mark_and_two_claims_never_share_one(tmp_path):
+    fs = MemoryHDFS()
+    first, second = _mirror(tmp_path / "x", fs, attempt=1), _mirror(tmp_path / "y", fs, attempt=2)
+    raced: list[str] = []
+
+    def at_the_same_moment(op: str, path: str) -> None:
+        if op == "create_new" and not raced:
+            raced.append(path)
+            second.claim()
+
+    fs.before = at_the_same_moment
+    first.claim()
+    fs.before = None
+    assert {first.epoch, second.epoch} == {1, 2}
