@@ -29,7 +29,7 @@ from tony_airflow.core.am import hosts, policy, server, tensorboard_proxy
 from tony_airflow.core.am.policy import Outcome
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.history import events as ev
-from tony_airflow.core.history.events import EventLog
+from tony_airflow.core.history.events import EventLog, HistoryUnreadable
 from tony_airflow.core.history.model import JobHistory, TaskRun
 from tony_airflow.core.history.render import Links, render_job
 from tony_airflow.core.history.store import HistoryStore, history_dir
@@ -69,6 +69,8 @@ class ApplicationMaster:
         self.first_attempt = 1        # the training attempt this AM begins with
         self.failures: list[str] = []  # "attempt N/M: reason", one per failed training attempt
         self.exhausted = False        # the attempt a lost AM left was the last one allowed
+        self.ended: tuple[str, str] | None = None  # the job had ended before this AM took over: how
+        self.end_recorded = False     # ...and the history says so already (JOB_FINISHED)
         self._container_of: dict[str, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------- main
@@ -80,8 +82,13 @@ class ApplicationMaster:
         """
         container = os.environ.get("CONTAINER_ID", "")
         if self.am_attempt > 1:  # the AM before this one was lost: go on with its job
-            previous = await asyncio.to_thread(self.history.resume, self.job.to_record_json())
-            self._take_over(previous, container)
+            try:
+                previous = await asyncio.to_thread(self.history.resume, self.job.to_record_json())
+            except HistoryUnreadable as exc:  # never guess: a guess could run an ended job again
+                log.error("%s", exc)
+                return "FAILED", f"tony-airflow: AM attempt {self.am_attempt}: {exc}"
+            marked = await asyncio.to_thread(self.history.marked_attempts)
+            self._take_over(previous, container, marked)
             opened = asyncio.create_task(asyncio.sleep(0))
         else:
             submitted = float(os.environ.get(SUBMITTED_AT_ENV) or self.started)
@@ -112,7 +119,8 @@ class ApplicationMaster:
         finally:
             flusher.cancel()
         stopped_by: dict[str, Any] = {"stopped_by": "SIGTERM"} if status == "KILLED" else {}
-        self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics, **stopped_by)
+        if not self.end_recorded:
+            self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics, **stopped_by)
         await opened
         await asyncio.to_thread(self.history.close)
         return status, diagnostics
@@ -132,6 +140,8 @@ class ApplicationMaster:
         failures = self.failures
         try:
             attempt = self.first_attempt
+            if self.ended is not None:  # the lost AM had ended the job: unregister with that outcome
+                return self.ended
             if self.exhausted:
                 return "FAILED", policy.diagnostics(False, attempt - 1, self.job.max_attempts + self.free_used,
                                                     failures)
@@ -175,10 +185,16 @@ class ApplicationMaster:
             log.warning("could not add TensorBoard to the web UI: %s", exc)
         log.info("TensorBoard served at %s, linked as pages/tensorboard/ of the tracking URL", url)
 
-    def _take_over(self, previous: list[dict[str, Any]], container: str) -> None:
+    def _take_over(self, previous: list[dict[str, Any]], container: str, marked: list[int] | None = None) -> None:
         """A new YARN application attempt: the AM before this one was lost (YARN has ended its containers).
         Record that, end the training attempt it was running (not counted: the AM's loss is not the
-        job's fault, within max_free_retries) and go on with the next one, from the output's checkpoints."""
+        job's fault, within max_free_retries) and go on with the next one, from the output's checkpoints.
+
+        A job the lost AM had ended (JOB_FINISHED, or its last attempt ended with no retry to follow: the
+        AM was lost between closing its log and telling YARN) is not run again: this AM unregisters with
+        that outcome. The attempt number goes above every attempt the lost AM began: the history's, the
+        durable marks written before each attempt (`marked`), and attempt 1 (skein's AM starts it with the
+        application), so no two attempts ever share a number, nor the output's writer mark."""
         ams = [e for e in previous if e["event"] == ev.AM_STARTED]
         last = ams[-1] if ams else {}
         lost, lost_host = int(last.get("am_attempt") or self.am_attempt - 1), str(last.get("host") or "?")
@@ -187,6 +203,13 @@ class ApplicationMaster:
                           am_attempt=self.am_attempt)
         if ams:
             self.started = float(ams[0]["time"])  # the application's age counts from its first AM
+        finished = [e for e in previous if e["event"] == ev.JOB_FINISHED]
+        if finished:
+            self.ended = (str(finished[-1].get("status") or "FAILED"), str(finished[-1].get("diagnostics") or ""))
+            self.end_recorded = True
+            log.warning("AM attempt %d: the job had ended (%s) before AM attempt %d was lost: not run again",
+                        self.am_attempt, self.ended[0], lost)
+            return
         log.warning("AM attempt %d: AM attempt %d was lost on host %s; going on with the job", self.am_attempt,
                     lost, lost_host)
         started = [e for e in previous if e["event"] == ev.ATTEMPT_STARTED]
@@ -199,12 +222,19 @@ class ApplicationMaster:
             note = "" if counted else f" (not counted: {e.get('cause')})"
             self.failures.append(f"attempt {number}/{self.job.max_attempts + self.free_used}: "
                                  f"{e.get('reason', '')}{note}")
-        if not started:
-            return
-        interrupted = started[-1]
-        number = int(interrupted["attempt"])
+        number = max([int(e["attempt"]) for e in started] + list(marked or []) + [1])
+        interrupted = next((e for e in reversed(started) if int(e["attempt"]) == number), {"tasks": []})
         self.first_attempt = number + 1
+        allowed = self.job.max_attempts + self.free_used
+        self.registry.allowed_attempts = allowed
         if number in ended:
+            if ended[number].get("ok"):
+                self.ended = ("SUCCEEDED", policy.diagnostics(True, number, allowed, self.failures))
+                log.warning("AM attempt %d: attempt %d had SUCCEEDED before the AM was lost: not run again",
+                            self.am_attempt, number)
+            else:
+                self.exhausted = number >= allowed or bool(
+                    self.job.timeouts.application and time.time() - self.started > self.job.timeouts.application)
             return
         finished = {e["task"] for e in previous if e["event"] == ev.TASK_FINISHED and e.get("attempt") == number}
         for task in interrupted.get("tasks") or []:
@@ -227,6 +257,8 @@ class ApplicationMaster:
         reg = self.registry
         reg.new_attempt(attempt)
         self._container_of = {}
+        if attempt > 1:  # durable before the attempt begins: a new AM never reuses its number
+            await asyncio.to_thread(self.history.mark_attempt, attempt)
         attempt_start = time.time()
         self.history.emit(ev.ATTEMPT_STARTED, attempt=attempt, tasks=[x.id for x in reg.tasks.values()])
         for (type_, index) in reg.tasks:

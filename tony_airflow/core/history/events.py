@@ -23,6 +23,8 @@ log = logging.getLogger("tony.history")
 
 SCHEMA_VERSION = 1
 FLUSH_S = 1.0
+RESUME_WAIT_S = 120.0  # how long a new AM tries to read the lost AM's log (a NameNode failover takes less)
+MARK_WAIT_S = 30.0     # how long an attempt's durable mark is tried before the attempt starts without it
 
 JOB_SUBMITTED = "JOB_SUBMITTED"
 AM_STARTED = "AM_STARTED"
@@ -36,6 +38,10 @@ AM_LOST = "AM_LOST"  # a new YARN application attempt found the AM before it gon
 PREEMPTED = "PREEMPTED"  # YARN preempted a task's container (the attempt does not count, within its bound)
 ATTEMPT_ENDED = "ATTEMPT_ENDED"
 JOB_FINISHED = "JOB_FINISHED"
+
+
+class HistoryUnreadable(RuntimeError):
+    """The lost AM's log exists but could not be read: the new AM must not guess how the job went."""
 
 
 class EventLog:
@@ -65,16 +71,27 @@ class EventLog:
         except Exception as exc:
             log.warning("job history disabled: cannot write to %s: %s", self.store.root, exc)
 
-    def resume(self, spec_json: str) -> list[dict[str, Any]]:
+    def resume(self, spec_json: str, wait_s: float = RESUME_WAIT_S) -> list[dict[str, Any]]:
         """A new AM attempt: go on with the log the lost AM wrote (blocking; call from a thread).
-        Returns its events, which are kept as this log's first; [] when there was none to go on with."""
+        Returns its events, which are kept as this log's first; [] when there was none to go on with.
+
+        A read that fails is tried again for `wait_s` (a NameNode failing over), and then raises
+        HistoryUnreadable: a new log is started only when there is none, never over one that could
+        not be read (it would lose how the job went, and the new AM would run it again from attempt 1)."""
         if self.store is None:
             return []
-        try:
-            previous = self.store.resume_job(self.app_id)
-        except Exception as exc:
-            log.warning("job history: cannot read the lost AM's log: %s", exc)
-            previous = None
+        from tony_airflow.yarn.failover import pauses
+
+        next_round = pauses(wait_s)
+        while True:
+            try:
+                previous = self.store.resume_job(self.app_id)
+                break
+            except Exception as exc:
+                log.warning("job history: cannot read the lost AM's log (will retry): %s", exc)
+                if not next_round():
+                    raise HistoryUnreadable(f"the job's history could not be read for {wait_s:.0f}s, so a new AM "
+                                            f"cannot tell how far the lost one got: {exc}") from None
         if previous is None:
             self.start(spec_json)
             return []
@@ -85,6 +102,32 @@ class EventLog:
         log.info("event log: going on with %s (%d events)", self.store.path(self.app_id, "events.jsonl.inprogress"),
                  len(previous))
         return previous
+
+    def mark_attempt(self, attempt: int, wait_s: float = MARK_WAIT_S) -> None:
+        """Record durably that `attempt` begins, before it does (blocking; call from a thread)."""
+        if self.store is None or not self._started:
+            return
+        from tony_airflow.yarn.failover import pauses
+
+        next_round = pauses(wait_s)
+        while True:
+            try:
+                self.store.mark_attempt(self.app_id, attempt)
+                return
+            except Exception as exc:
+                if not next_round():
+                    log.warning("attempt %d is not marked in the history (a new AM may reuse its number): %s",
+                                attempt, exc)
+                    return
+
+    def marked_attempts(self) -> list[int]:
+        if self.store is None:
+            return []
+        try:
+            return self.store.marked_attempts(self.app_id)
+        except Exception as exc:
+            log.warning("job history: cannot list the attempts' marks: %s", exc)
+            return []
 
     def flush(self) -> None:
         """Append what is not written yet (blocking; call from a thread)."""

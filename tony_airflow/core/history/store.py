@@ -30,6 +30,7 @@ HISTORY_DIR_ENV = "TONY_HISTORY_DIR"
 EVENTS = "events.jsonl"
 IN_PROGRESS = EVENTS + ".inprogress"
 SPEC = "job.json"
+ATTEMPT_MARK = "attempt-"  # attempt-<N>: training attempt N began (HistoryStore.mark_attempt)
 JOB_DIR_MODE = 0o750  # the job's user, and the history root's group (the history server's readers)
 
 
@@ -131,6 +132,23 @@ class HistoryStore:
                 self.append(app_id, [""])
             return list(parse_lines(data.decode("utf-8", "replace")))
         return None
+
+    def mark_attempt(self, app_id: str, attempt: int) -> None:
+        """The durable record that training attempt `attempt` began, written before it begins: a new AM
+        takes its next attempt number above every mark, even one the lost AM's log never flushed."""
+        self.fs.pipe_file(self.path(app_id, f"{ATTEMPT_MARK}{attempt}"), b"")
+
+    def marked_attempts(self, app_id: str) -> list[int]:
+        try:
+            names = self.fs.ls(self.job_dir(app_id), detail=False)
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            base = posixpath.basename(str(name).rstrip("/"))
+            if base.startswith(ATTEMPT_MARK) and base[len(ATTEMPT_MARK):].isdigit():
+                found.append(int(base[len(ATTEMPT_MARK):]))
+        return sorted(found)
 
     def finish_job(self, app_id: str) -> None:
         self.fs.mv(self.path(app_id, IN_PROGRESS), self.path(app_id, EVENTS))
