@@ -352,6 +352,46 @@ def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(sec
     record("3 secure HA hosts: AM's host rejoined after", rejoin(cluster, rm, am_host))
 
 
+def test_a_lost_am_host_is_survived_by_a_trainer_that_writes_data_index_then_a_pointer(secure_cluster, secure_rm):
+    """Found as a new user would (issue #40 item 11): a trainer without TensorFlow saves data, index, then a
+    pointer by rename; the AM's host was killed mid-job and every retry found the pointer naming a file
+    HDFS never got. The pointer now reaches HDFS only after the files written before it: the job SUCCEEDS,
+    resumed from a checkpoint of one save."""
+    cluster, rm = secure_cluster, secure_rm
+    out, name = "/tmp/e2e/multihost-am-lost-pointer", "multihost-am-lost-pointer"
+    fs = webhdfs()
+    if fs.exists(out):
+        fs.rm(out, recursive=True)
+    submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", name, "--max-attempts", "1",
+                     "--env", "STEPS=40", "--env", "STEP_S=1.0", "-s", str(PAYLOADS / "pointer_trainer.py"),
+                     "python3 ${DTF_TASK_SCRIPT}")
+    app_id = _app_id(submit)
+    _, am_host = _hosts_of(cluster, app_id, submit)
+    deadline = time.monotonic() + 300
+    while not fs.exists(f"{out}/ckpt/checkpoint"):
+        assert submit.poll() is None, submit.communicate()
+        assert time.monotonic() < deadline, "no pointer reached HDFS"
+        time.sleep(0.5)
+    kill_host(cluster, am_host, datanode=True)
+    lost_at = time.time()
+    try:
+        _, stderr = _finish(submit)
+    finally:
+        cluster.up(log=lambda *_: None)
+    assert submit.returncode == 0, stderr[-2000:]
+    diagnostics = rm.application(app_id).diagnostics
+    assert "SUCCEEDED on attempt 2/2" in diagnostics and "(not counted: AM lost)" in diagnostics, diagnostics
+    metrics = _metrics(out)
+    assert metrics["attempt"] == 2 and metrics["resumed_from"] is not None, metrics
+    named = fs.cat(f"{out}/ckpt/checkpoint").decode().split('"')[1]
+    data, index = fs.cat(f"{out}/ckpt/{named}.data"), fs.cat(f"{out}/ckpt/{named}.index")
+    assert data.split(b"|")[0] == index.split(b"|")[0] and index.split(b"|")[1] == hashlib.sha256(data).hexdigest().encode()
+    events = _events(app_id)
+    second_running = min(e["time"] for e in events if e["event"] == "TASK_STARTED" and e["attempt"] == 2)
+    record("3 secure HA hosts: AM host lost (pointer trainer) -> attempt 2 running", second_running - lost_at)
+    rejoin(cluster, rm, am_host)
+
+
 def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(secure_cluster, secure_rm):
     """Last of the module: every daemon SIGKILLed (the machine's session died), a stray process left in a
     host's namespace; `tony cluster up` stops the stray, makes the hosts again and starts all three."""

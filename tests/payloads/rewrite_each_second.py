@@ -1,0 +1,48 @@
+"""A Keras-style program that rewrites its 48 MiB model in place about every second (issue #40 item 10).
+
+Attempt 1 rewrites it for RUN_S seconds, then fails right after a rewrite (so the final push has no quiet
+version to publish: what HDFS holds came from the rounds while it ran). Attempt 2 says which step it
+restored (RESUMED-FROM n; 0: nothing whole was there) and exits 0.
+"""
+
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+
+SIZE = 48 << 20
+out = Path(os.environ["DTF_OUTPUT_PATH"])
+attempt = int(os.environ["TONY_ATTEMPT"])
+model = out / "model.keras"
+
+
+def write(step: int) -> None:
+    body = step.to_bytes(8, "big") + bytes([step % 251]) * (SIZE - 40)
+    with model.open("wb") as fh:  # in place: truncated, then written
+        fh.write(body)
+        fh.write(hashlib.sha256(body).digest())
+
+
+def restored() -> int:
+    if not model.exists():
+        return 0
+    data = model.read_bytes()
+    if len(data) != SIZE or hashlib.sha256(data[:-32]).digest() != data[-32:]:
+        print(f"attempt {attempt}: model.keras is TORN ({len(data)} bytes)", file=sys.stderr)
+        sys.exit(5)
+    return int.from_bytes(data[:8], "big")
+
+
+step = restored()
+print(f"attempt {attempt}: RESUMED-FROM {step}", flush=True)
+(out / "resumed.txt").write_text(f"{attempt} {step}\n")
+if attempt == 1:
+    deadline = time.time() + float(os.environ.get("RUN_S", "21"))
+    while True:
+        step += 1
+        write(step)
+        if time.time() > deadline:
+            print(f"attempt 1: failing right after writing step {step}", file=sys.stderr)
+            sys.exit(1)
+        time.sleep(1.2)
