@@ -87,7 +87,10 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
     a scheduler's job (Azkaban's execution and job, Oozie's workflow and action); a retry of it that finds
     an application with all of them still running follows that one instead of submitting another."""
     held = _HeldSignal()
-    previous = {s: signal.signal(s, held) for s in STOP_SIGNALS}
+    # A signal ignored when we started stays ignored: a background job of a script, or nohup, is meant to
+    # outlive the terminal's Ctrl-C (Python keeps such a SIGINT ignored too).
+    stoppable = [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+    previous = {s: signal.signal(s, held) for s in stoppable}
     try:
         with client_factory() as client:
             client.validate(job)  # bad input is refused in one line, before anything is said or submitted
@@ -101,7 +104,7 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
             outcome = Outcome(handle.app_id, "UNDEFINED")
             live: LiveOutput | None = None
             try:
-                for s in STOP_SIGNALS:
+                for s in stoppable:
                     signal.signal(s, _raise_terminated)
                 on_submitted(handle.app_id)
                 if held.name:
@@ -112,7 +115,7 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                 report = handle.wait(on_change=ProgressPrinter(handle.app_id, stream=log, out=out or log,
                                                                tensorboard=job.tensorboard), on_poll=live)
             except Terminated as why:
-                for s in STOP_SIGNALS:
+                for s in stoppable:
                     signal.signal(s, signal.SIG_IGN)
                 print(f"{why}: killing {handle.app_id}", file=log, flush=True)
                 report = _kill_and_wait(handle)

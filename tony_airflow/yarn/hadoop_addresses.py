@@ -55,8 +55,10 @@ def yarn_uses_https(conf: Conf) -> bool:
 
 
 def hdfs_uses_https(conf: Conf) -> bool:
-    """DFSUtil.getHttpPolicy: HTTPS_ONLY (or the deprecated `dfs.https.enable`) makes WebHDFS swebhdfs."""
-    return _policy(conf, "dfs.http.policy") == "HTTPS_ONLY" or _true(conf, "dfs.https.enable")
+    """DFSUtil.getHttpPolicy: only HTTPS_ONLY makes WebHDFS swebhdfs. The deprecated `dfs.https.enable`
+    never does: Hadoop 2 read it only with no policy set, as HTTP_AND_HTTPS (http stays on); Hadoop 3
+    does not read it at all."""
+    return _policy(conf, "dfs.http.policy") == "HTTPS_ONLY"
 
 
 def with_port(address: str, default_port: int) -> tuple[str, int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -98,7 +99,22 @@ def _webhdfs_class() -> type:
             def __init__(self, *args, namenodes: tuple[str, ...] = (), **kwargs):
                 self.namenodes = tuple(namenodes)
                 self._active = 0
+                self._chosen = threading.local()  # the NameNode a call of this thread goes to (see `url`)
                 super().__init__(*args, **kwargs)
+
+            # fsspec builds every request from `self.url`, and fsspec shares one instance between threads
+            # (the mirror's rounds, the history's flush): a failover in one thread must not move another
+            # thread's request. The NameNode a call chose is that thread's; fsspec's own `url` is the default.
+            @property
+            def url(self) -> str:
+                return getattr(self._chosen, "url", None) or self.__dict__["_base_url"]
+
+            @url.setter
+            def url(self, value: str) -> None:
+                if "_base_url" not in self.__dict__:
+                    self.__dict__["_base_url"] = value  # fsspec's __init__
+                else:
+                    self._chosen.url = value
 
             def _connect(self) -> None:
                 super()._connect()

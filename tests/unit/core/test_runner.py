@@ -54,13 +54,32 @@ class FakeClient:
         return self.handle
 
 
-def test_a_signal_during_submission_kills_the_submitted_application():
+@pytest.fixture
+def sigint_default():
+    """As in an interactive shell, whatever started the suite (a background job of a script starts with
+    SIGINT ignored)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_signal_during_submission_kills_the_submitted_application(sigint_default):
     client = FakeClient("submit")
     outcome = run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
                                 client_factory=lambda: client)
     assert client.submitted == 1 and client.handle.killed and client.staging_removed == [APP]
     assert outcome.terminated_by == "SIGINT" and outcome.exit_code == 130 and outcome.final_status == "KILLED"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+
+
+def test_a_sigint_ignored_at_start_stays_ignored_and_kills_nothing(sigint_default):
+    """`ytf-submit … &` in a script, or under nohup: its SIGINT is ignored, as the shell meant (#44 item 11)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    client = FakeClient("submit")
+    outcome = run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
+                                client_factory=lambda: client)
+    assert client.submitted == 1 and not client.handle.killed and outcome.terminated_by == ""
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_a_signal_before_submission_submits_nothing():

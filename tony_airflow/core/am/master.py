@@ -203,9 +203,9 @@ class ApplicationMaster:
                           am_attempt=self.am_attempt)
         if ams:
             self.started = float(ams[0]["time"])  # the application's age counts from its first AM
-        finished = [e for e in previous if e["event"] == ev.JOB_FINISHED]
-        if finished:
-            self.ended = (str(finished[-1].get("status") or "FAILED"), str(finished[-1].get("diagnostics") or ""))
+        recorded = [e for e in previous if e["event"] == ev.JOB_FINISHED]
+        if recorded:
+            self.ended = (str(recorded[-1].get("status") or "FAILED"), str(recorded[-1].get("diagnostics") or ""))
             self.end_recorded = True
             log.warning("AM attempt %d: the job had ended (%s) before AM attempt %d was lost: not run again",
                         self.am_attempt, self.ended[0], lost)
@@ -223,7 +223,8 @@ class ApplicationMaster:
             self.failures.append(f"attempt {number}/{self.job.max_attempts + self.free_used}: "
                                  f"{e.get('reason', '')}{note}")
         number = max([int(e["attempt"]) for e in started] + list(marked or []) + [1])
-        interrupted = next((e for e in reversed(started) if int(e["attempt"]) == number), {"tasks": []})
+        interrupted: dict[str, Any] = next((e for e in reversed(started) if int(e["attempt"]) == number),
+                                           {"tasks": []})
         self.first_attempt = number + 1
         allowed = self.job.max_attempts + self.free_used
         self.registry.allowed_attempts = allowed
@@ -271,8 +272,8 @@ class ApplicationMaster:
             for cid, key in initial_container_ids(self.job).items():
                 reg.tasks[key].container_id = cid
                 self._container_of[cid] = key
-            self._publish(INITIAL_ATTEMPT_KEY, str(attempt))
-            self._publish(AM_ADDRESS_KEY, self.address)
+            self._publish_required(INITIAL_ATTEMPT_KEY, str(attempt))
+            self._publish_required(AM_ADDRESS_KEY, self.address)
             log.info("attempt %d: %d containers were requested at start", attempt, len(self._container_of))
         else:
             await self._request_containers(attempt)
@@ -318,6 +319,23 @@ class ApplicationMaster:
             container = await asyncio.to_thread(self.app.add_container, service_name(type_, index, self.job), env)
             task.container_id = container.id
             self._container_of[container.id] = (type_, index)
+
+    def _publish_required(self, key: str, value: str) -> None:
+        """A key the executors cannot start without (which attempt they run, where the AM is): tried for
+        KV_PUBLISH_WAIT_S, then the AM fails saying so. Never swallowed: without the attempt a new AM's
+        executors would register as attempt 1 and be refused."""
+        from tony_airflow.yarn.failover import pauses
+
+        next_round = pauses(KV_PUBLISH_WAIT_S)
+        while True:
+            try:
+                self.app.kv[key] = value.encode()
+                return
+            except Exception as exc:
+                if not next_round():
+                    raise RuntimeError(f"could not publish {key} to skein's key-value store for "
+                                       f"{KV_PUBLISH_WAIT_S:.0f}s: {exc}") from None
+                log.warning("could not publish %s (will retry): %s", key, exc)
 
     def _publish(self, key: str, value: str) -> None:
         try:
@@ -456,6 +474,7 @@ class ApplicationMaster:
         return render_job(job, links, live=job.running)
 
 
+KV_PUBLISH_WAIT_S = 60.0  # how long a key the executors need is tried before the AM fails
 FAULT_ENV = "TONY_FAULT"  # a fault a test injects at a named point of the AM (the job's --env reaches the AM)
 FAULT_LOST_AFTER_HISTORY = "am-lost-after-history"
 

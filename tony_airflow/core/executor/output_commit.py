@@ -282,7 +282,7 @@ class Mirror:
         """Write under the current claim without making one (an evaluator beside its chief): this
         writer's epoch is its own attempt's mark, else the newest there is."""
         epochs = self._epochs()
-        own = [e for e in epochs if self._whose(e) is not None and self._whose(e)[:2] == self.attempt]
+        own = [e for e in epochs if self._whose(e) == self.attempt]
         self.epoch = max(own or epochs or [0])
 
     def adopt(self) -> None:
