@@ -30,6 +30,31 @@ def test_a_missing_engine_is_one_line(monkeypatch, tmp_path):
         daemon.ensure_running("podman", tmp_path / "log")
 
 
+def test_a_docker_cli_without_dockerd_says_what_to_install(monkeypatch, tmp_path):
+    """#44 item 5: `tony cluster up --docker` with the docker client but no daemon printed
+    `error: builtins: FileNotFoundError: … 'dockerd'`."""
+    monkeypatch.setattr(daemon.shutil, "which", lambda name: None if name == "dockerd" else f"/usr/bin/{name}")
+    monkeypatch.setattr(daemon, "answers", lambda engine: False)
+    with pytest.raises(daemon.ClusterError, match=r"^dockerd is not installed; install Debian's docker.io "
+                                                  r"\(make containers does\)$"):
+        daemon.ensure_running("docker", tmp_path / "log", log=lambda *_: None)
+
+
+@pytest.mark.parametrize("before", ['{"data-root": "/srv/docker"}\n', None])
+def test_up_docker_puts_back_the_admins_daemon_json_on_down(tmp_path, monkeypatch, before):
+    conf = tmp_path / "etc" / "daemon.json"
+    if before is not None:
+        conf.parent.mkdir()
+        conf.write_text(before)
+    monkeypatch.setattr(daemon, "DAEMON_JSON", conf)
+    backup = tmp_path / "state" / "docker-daemon.json.orig"
+    daemon._configure_daemon(backup)
+    daemon._configure_daemon(backup)  # a second `up` keeps the first backup: the admin's, not ours
+    assert json.loads(conf.read_text())["bridge"] == "none"
+    daemon.restore_daemon_json(backup)
+    assert (conf.read_text() if conf.exists() else None) == before and not backup.exists()
+
+
 def test_the_image_pins_this_installations_versions_and_its_digest_follows_them():
     pins = image.python_requirements()
     assert [p.split("==")[0] for p in pins] == list(image.PYTHON_PACKAGES) and all("==" in p for p in pins)
@@ -92,7 +117,7 @@ def test_a_dockerd_that_exits_says_why_in_its_one_line(tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.setattr(daemon, "answers", lambda engine: False)
-    monkeypatch.setattr(daemon, "_configure_daemon", lambda: None)
+    monkeypatch.setattr(daemon, "_configure_daemon", lambda backup=None: None)
     monkeypatch.setattr(daemon, "PID_FILES", {})
     monkeypatch.setattr(daemon.shutil, "which", lambda name: str(fake))
     log = tmp_path / "dockerd.log"

@@ -65,12 +65,14 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 DOCKERD_PID = "dockerd.pid"  # in the cluster's state dir: a dockerd `up --docker` started, stopped by `down`
+DAEMON_JSON_BACKUP = "docker-daemon.json.orig"  # the admin's daemon.json before `up --docker`, put back by `down`
 
 
 def _engine_up(state_dir) -> None:
     from tony_airflow.containers import daemon
 
-    pid = daemon.ensure_running("docker", state_dir / "logs" / "dockerd.log", log=err)
+    pid = daemon.ensure_running("docker", state_dir / "logs" / "dockerd.log", log=err,
+                                backup=state_dir / DAEMON_JSON_BACKUP)
     if pid:
         (state_dir / DOCKERD_PID).write_text(str(pid))
     print("  Docker           dockerd answers (host networking only: no bridge, no firewall rules)")
@@ -86,6 +88,7 @@ def _engine_down(state_dir, nm_dirs) -> None:
     if pid_file.exists():
         daemon.stop_daemon(int(pid_file.read_text().strip() or 0))
         pid_file.unlink()
+    daemon.restore_daemon_json(state_dir / DAEMON_JSON_BACKUP)
 
 
 def _image(args: argparse.Namespace) -> int:

@@ -32,15 +32,19 @@ def answers(engine: str) -> bool:
     return subprocess.run([engine, "info"], capture_output=True, timeout=60, stdin=subprocess.DEVNULL).returncode == 0
 
 
-def ensure_running(engine: str, log_file: Path, log: Callable[[str], None] = print) -> int | None:
+def ensure_running(engine: str, log_file: Path, log: Callable[[str], None] = print,
+                   backup: Path | None = None) -> int | None:
     """The engine answers when this returns; the pid of a dockerd this started (None: it already ran, or
-    podman). ClusterError in one line when it cannot."""
+    podman). ClusterError in one line when it cannot. `backup`: where the admin's daemon.json is kept
+    until `restore_daemon_json` puts it back."""
     if shutil.which(engine) is None:
         raise ClusterError(f"{engine} is not installed; install Debian's {PACKAGES.get(engine, engine)} "
                            "(make test does)")
     if engine != "docker" or answers(engine):
         return None
-    _configure_daemon()
+    if shutil.which("dockerd") is None:  # the client alone (docker-cli): no daemon to start
+        raise ClusterError("dockerd is not installed; install Debian's docker.io (make containers does)")
+    _configure_daemon(backup)
     for stale in remove_stale_pid_files():
         log(f"removed {stale}: left by a dockerd that did not shut down")
     log(f"starting dockerd (no bridge, no firewall rules; log {log_file})")
@@ -89,13 +93,30 @@ def _last_line(log_file: Path) -> str:
     return lines[-1] if lines else "nothing in its log"
 
 
-def _configure_daemon() -> None:
-    """Host networking only: our keys set in daemon.json, whatever else an admin put there kept."""
-    current = json.loads(DAEMON_JSON.read_text()) if DAEMON_JSON.exists() else {}
+def _configure_daemon(backup: Path | None = None) -> None:
+    """Host networking only: our keys set in daemon.json, whatever else an admin put there kept. `backup`:
+    the admin's file as it was (or that there was none) is kept there first, once, for `down` to put back."""
+    text = DAEMON_JSON.read_text() if DAEMON_JSON.exists() else None
+    current = json.loads(text) if text else {}
     if all(current.get(k) == v for k, v in NO_NETWORKING.items()):
         return
+    if backup is not None and not backup.exists():
+        backup.parent.mkdir(parents=True, exist_ok=True)
+        backup.write_text(json.dumps({"existed": text is not None, "text": text or ""}))
     DAEMON_JSON.parent.mkdir(parents=True, exist_ok=True)
     DAEMON_JSON.write_text(json.dumps({**current, **NO_NETWORKING}, indent=2) + "\n")
+
+
+def restore_daemon_json(backup: Path) -> None:
+    """Put back the daemon.json `_configure_daemon` changed (remove it if the admin had none)."""
+    if not backup.exists():
+        return
+    saved = json.loads(backup.read_text())
+    if saved["existed"]:
+        DAEMON_JSON.write_text(saved["text"])
+    else:
+        DAEMON_JSON.unlink(missing_ok=True)
+    backup.unlink()
 
 
 def project_containers(selector: str = LABEL, under: Sequence[Path] = (),
