@@ -8,6 +8,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -130,3 +131,18 @@ def test_a_retry_reconnects_to_the_running_application(local_cluster, rm):
     assert TensorFlowOnYarnOperator(**args).execute(retry_ctx) == app_id
     assert retry_ctx["ti"].xcoms["final_status"] == "SUCCEEDED"
     assert [a.id for a in rm.applications(tags=[f"airflow_run_id:{run_id}"])] == [app_id]
+
+
+def test_the_connections_test_button_names_the_resourcemanager_and_its_hadoop(local_cluster, airflow_env):
+    """#44 item 10: `YarnHook.test_connection`, as Airflow's connection form calls it, on the real cluster
+    through the `yarn_default` connection `tony dag-test` writes; a dead address in one line."""
+    script = ("from tony_airflow.providers.yarn.hooks.yarn import YarnHook; import json; "
+              "print(json.dumps([YarnHook().test_connection(), YarnHook('yarn_dead').test_connection()]))")
+    env = {**airflow_env, "AIRFLOW_CONN_YARN_DEAD": json.dumps({"conn_type": "yarn", "host": "127.0.0.1",
+                                                                 "port": 9, "login": "alice"})}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (ok, line), (dead_ok, dead_line) = json.loads(out.stdout.strip().splitlines()[-1])
+    assert ok and re.fullmatch(r"ResourceManager https?://[\d.:]+ \(Hadoop 3\.4\.2\), user \S+", line), line
+    assert not dead_ok and dead_line.startswith("no active ResourceManager answered: "), dead_line

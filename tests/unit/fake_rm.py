@@ -111,6 +111,9 @@ class FakeResourceManager:
                     return
                 if urlsplit(self.path).path == "/ws/v1/cluster/apps":
                     return self._list()
+                if urlsplit(self.path).path == "/ws/v1/cluster/info":
+                    rm.requests.append((self.command, self.path))
+                    return self._send(200, {"clusterInfo": {"haState": "ACTIVE", "hadoopVersion": "3.4.2"}})
                 if self.path.startswith("/proxy/"):
                     return self._output()
                 app_id, app = self._app()

@@ -182,6 +182,11 @@ class _Base:
         self._active = 0  # the address that last answered as the active RM: asked first (HA)
         self.failover_wait_s = RM_FAILOVER_WAIT_S
 
+    @property
+    def active_address(self) -> str:
+        """The address that last answered as the active RM (the first, before any call)."""
+        return self.addresses[self._active]
+
     @classmethod
     def from_conf(cls, conf: HadoopConf | None = None, login: KerberosLogin | None = None, **kwargs: Any):
         """The RMs of a configuration; on a Kerberos cluster authenticated as `login` (see rm_http_auth)."""

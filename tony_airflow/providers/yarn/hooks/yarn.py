@@ -78,6 +78,23 @@ class YarnHook(BaseHook):
         conf_dir = s.hadoop_conf_dir or require_conf_dir()
         return webhdfs(HadoopConf.load(conf_dir), user=s.user, login=kerberos_login(s))
 
+    def test_connection(self) -> tuple[bool, str]:
+        """Airflow's "Test" of the connection: (True, which ResourceManager answered, its Hadoop version and
+        the user calls go as), or (False, the one-line reason: no RM answers, SPNEGO refused, standby only).
+        A standby-only pair is said at once, not waited for as a job's calls wait for an election."""
+        try:
+            s = self.settings
+            rm = ResourceManagerClient(s.rm_addresses, user=s.user, auth=http_auth(s))
+            rm.failover_wait_s = 0.0
+            try:
+                info = rm.get("/ws/v1/cluster/info").get("clusterInfo") or {}
+            finally:
+                rm.close()
+        except Exception as exc:
+            return False, " ".join(str(exc).split()) or type(exc).__name__
+        who = s.principal if s.auth == "kerberos" else rm.user
+        return True, f"ResourceManager {rm.active_address} (Hadoop {info.get('hadoopVersion', '?')}), user {who}"
+
     def application_report(self, application_id: str) -> ApplicationReport:
         return self.get_conn().application(application_id)
 
