@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tony_airflow import __version__
 from tony_airflow.errors import ClusterError, UsageError
+from tony_airflow.files import whole_file
 
 IMAGE = f"tony-airflow/tensorflow:{__version__}"
 SUITE = "bookworm"  # its python3 is 3.11, the project's
@@ -109,9 +110,8 @@ def _root_filesystem(tarball: Path, requirements: list[str], digest: str, log: C
         for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(root / cache, ignore_errors=True)
         (root / MARKER.lstrip("/")).write_text(f"{IMAGE}\ninputs {digest}\n")
-        partial = tarball.with_suffix(".part")
-        _step(["tar", "-C", str(root), "-cf", str(partial), "."], "tar")
-        partial.replace(tarball)  # whole or absent: an interrupted build starts again
+        with whole_file(tarball) as partial:  # whole or absent: an interrupted build starts again
+            _step(["tar", "-C", str(root), "-cf", str(partial), "."], "tar")
     for old in tarball.parent.glob("rootfs-*.tar"):
         if old != tarball:
             old.unlink(missing_ok=True)

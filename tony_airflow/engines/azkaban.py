@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 import shlex
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import javaproperties
@@ -27,6 +25,7 @@ from tony_airflow.core.runner import Outcome, run_to_completion
 from tony_airflow.core.spec import build_job_spec
 from tony_airflow.core.spec_values import parse_env_pairs
 from tony_airflow.errors import UsageError
+from tony_airflow.files import write_whole
 
 # ytf-submit / job-file fields accepted as they are; ytf-submit's `command` is `task_command` here, because
 # `command` is what Azkaban's ProcessJob itself runs (this entry point, set by plugin.properties)
@@ -185,9 +184,7 @@ def write_output_props(path: str | None, outcome: Outcome) -> None:
     """A flat JSON object: what Azkaban's AbstractProcessJob reads into the job's output properties."""
     if not path:
         return
-    tmp = Path(path + ".tmp")
-    tmp.write_text(json.dumps(outcome.outputs()))
-    os.replace(tmp, path)
+    write_whole(path, json.dumps(outcome.outputs()))
 
 
 def run(env: Mapping[str, str]) -> int:

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 from tony_airflow.errors import UsageError
+from tony_airflow.files import whole_file
 
 MAIN_CLASS = "tony.oozie.ActionMain"
 JAR_NAME = "tony-oozie-action.jar"
@@ -49,13 +50,8 @@ def build_jar(dest_dir: Path) -> Path:
         if proc.returncode != 0:
             first = next((line for line in proc.stderr.splitlines() if line.strip()), f"exit code {proc.returncode}")
             raise UsageError(f"javac: {SOURCE.name} did not compile: {first.strip()}")
-        partial = dest_dir / f".{JAR_NAME}.part"
-        try:
-            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
-                out.writestr("META-INF/MANIFEST.MF", MANIFEST)
-                for cls in sorted(classes.rglob("*.class")):
-                    out.write(cls, cls.relative_to(classes).as_posix())
-            os.replace(partial, jar)
-        finally:
-            partial.unlink(missing_ok=True)
+        with whole_file(jar) as partial, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+            out.writestr("META-INF/MANIFEST.MF", MANIFEST)
+            for cls in sorted(classes.rglob("*.class")):
+                out.write(cls, cls.relative_to(classes).as_posix())
     return jar

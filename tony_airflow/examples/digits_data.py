@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from tony_airflow.files import write_whole
+
 
 def load(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     """Features in [0, 1] (64 floats) and labels 0..9; a fixed 80/20 split."""
@@ -63,7 +65,5 @@ def write_npz(directory: str) -> list[str]:
 def write_metrics(output_dir: str, name: str, metrics: dict) -> str:
     path = os.path.join(output_dir, name)
     os.makedirs(output_dir, exist_ok=True)
-    with open(path + ".tmp", "w") as fh:
-        json.dump(metrics, fh, indent=2)
-    os.replace(path + ".tmp", path)
+    write_whole(path, json.dumps(metrics, indent=2))
     return path

@@ -15,6 +15,7 @@ import ssl
 from pathlib import Path
 
 from tony_airflow.errors import UsageError
+from tony_airflow.files import write_whole
 from tony_airflow.yarn.discovery import cache_root
 from tony_airflow.yarn.hadoop_conf import HadoopConf, read_site
 
@@ -65,9 +66,7 @@ def ca_bundle(conf: HadoopConf, cache_dir: Path) -> str | None:
     cache_dir.mkdir(parents=True, exist_ok=True)
     target = cache_dir / f"truststore-{hashlib.sha256(data).hexdigest()[:16]}.pem"
     if not target.exists():
-        partial = target.with_suffix(".part")
-        partial.write_bytes(pem)
-        partial.replace(target)
+        write_whole(target, pem)
     return str(target)
 
 

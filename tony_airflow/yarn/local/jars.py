@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tony_airflow.errors import ClusterError, UsageError
+from tony_airflow.files import replace_dir, whole_dir
 from tony_airflow.yarn.discovery import cache_root
 
 POM = Path(__file__).with_name("pom.xml")
@@ -56,8 +57,7 @@ def resolve_closure(pom: Path, target: Path, what: str, version: str, log=print,
     mvn = shutil.which("mvn")
     if mvn is None:
         raise UsageError(f"maven: 'mvn' not found on PATH; Maven 3 is needed once to resolve the {what} jars")
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    staging = whole_dir(target)  # its own: two resolutions at once do not share one
     log(f"Resolving {what} {version} jars from Maven Central into {target} ...")
     try:
         proc = subprocess.run(
@@ -73,6 +73,5 @@ def resolve_closure(pom: Path, target: Path, what: str, version: str, log=print,
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
         raise ClusterError(f"maven: could not resolve the {what} jars: " + " | ".join(tail))
     (staging / _COMPLETE_MARKER).write_text(" ".join(stamp) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
+    replace_dir(staging, target)
     return target
