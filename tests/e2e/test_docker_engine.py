@@ -227,3 +227,40 @@ def test_cluster_down_removes_the_projects_containers_of_that_cluster_only(local
     finally:
         subprocess.run(["docker", "rm", "-f", ours], capture_output=True)
         subprocess.run(["podman", "rm", "-f", "-t", "0", other], capture_output=True)
+
+
+# ------------------------------------------------------------------------------- the node admin's rules
+def test_a_mount_or_user_the_nodes_admin_did_not_allow_is_refused_in_one_line(local_cluster, rm, small_images,
+                                                                              tmp_path):
+    """#44 item 1: `--docker-user root --mount /:/host:rw` wrote into the node's /tmp as root. Now the
+    executor reads the node's container-executor.cfg (none here: nothing beyond the container's own
+    directories) and the job fails with the rule's name, nothing written."""
+    mark = tmp_path / "written-through-the-mount"
+    cases = [(("--mount", "/:/host:rw"), "mount /:/host:rw: refused by this node's docker.allowed.rw-mounts"),
+             (("--docker-user", "nobody"), "docker_user nobody: refused by this node's tony.docker.allowed-users")]
+    for extra, line in cases:
+        proc, app_id = ytf_submit("-r", "worker:1", "-m", "256", "--docker_image", BUSYBOX, "-n", "admin-rules",
+                                  *extra, f"echo x > /host{mark}")
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        last = proc.stderr.strip().splitlines()[-1]
+        assert line in last and "container-executor.cfg" in last, last
+        assert _no_container_of(app_id) < 60
+    assert not mark.exists()
+
+
+def test_a_mount_the_admin_allows_runs_and_what_it_leaves_the_nodemanager_can_remove(local_cluster, rm,
+                                                                                     small_images, tmp_path):
+    allowed = tmp_path / "scratch"
+    allowed.mkdir()
+    cfg = local_cluster.conf_dir / "container-executor.cfg"
+    cfg.write_text(f"[docker]\n  docker.allowed.rw-mounts={allowed}\n")
+    try:
+        proc, app_id = ytf_submit("-r", "worker:1", "-m", "256", "--docker_image", BUSYBOX, "-n", "admin-allows",
+                                  "--mount", f"{allowed}:/scratch:rw", "echo from-the-container > /scratch/out")
+    finally:
+        cfg.unlink()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = allowed / "out"
+    assert out.read_text().strip() == "from-the-container"
+    assert out.stat().st_uid == os.getuid()  # the YARN container's own user: the NodeManager removes it
+    assert _no_container_of(app_id) < 60

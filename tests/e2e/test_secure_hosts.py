@@ -392,6 +392,53 @@ def test_a_lost_am_host_is_survived_by_a_trainer_that_writes_data_index_then_a_p
     rejoin(cluster, rm, am_host)
 
 
+PAGE_PROBE = ("import sys, urllib.request, urllib.error\n"
+              "try:\n"
+              "    print(urllib.request.urlopen(sys.argv[1], timeout=10).status)\n"
+              "except urllib.error.HTTPError as exc:\n"
+              "    print(exc.code)\n")
+
+
+def test_the_ams_pages_are_read_through_the_proxy_or_by_the_ams_own_user_on_its_host(secure_cluster, secure_rm):
+    """#44 item 8: the job's output and events are not readable by another user's process on the AM's host
+    (another user's container on that NodeManager), nor from another host; through the tracking URL (the
+    RM's proxy, its view ACLs, skein's AmIpFilter) they are."""
+    cluster, rm = secure_cluster, secure_rm
+    network = cluster.network
+    submit = _submit("-r", "worker:1", "-m", TASK_MB, "-n", "multihost-pages", "--follow",
+                     "python3 -c \"import os, time; print('AM-AT', os.environ['TONY_AM_ADDRESS'], flush=True); "
+                     "time.sleep(300)\"")
+    app_id = _app_id(submit)
+    try:
+        deadline = time.monotonic() + 180
+        address = ""
+        while not address:
+            line = submit.stdout.readline()
+            assert line and time.monotonic() < deadline, "the task did not say where its AM is"
+            if "AM-AT " in line:
+                address = line.split("AM-AT ", 1)[1].split()[0]
+        url = f"http://{address}/status.json"
+        am_host = next(h for h in network.hosts if h.address == address.rsplit(":", 1)[0])
+        other = next(h for h in network.hosts if h != am_host)
+
+        def probe(host: Host, *as_user: str) -> str:
+            python = "/usr/bin/python3" if as_user else sys.executable
+            done = subprocess.run([*network.exec_prefix(host), *as_user, python, "-c", PAGE_PROBE, url],
+                                  capture_output=True, text=True, timeout=60)
+            return done.stdout.strip() or done.stderr.strip()[-300:]
+
+        nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+        assert probe(am_host) == "200"          # the AM's own user (root here) beside it
+        assert probe(am_host, *nobody) == "403"  # another user on the AM's host
+        assert probe(other) == "403"            # another host
+        tracking = rm.application(app_id).tracking_url.rstrip("/")
+        page = rm.fetch(f"{tracking}/pages/tony/status.json", timeout=30)
+        assert page.status_code == 200 and page.json(), page.text[:300]
+    finally:
+        subprocess.run([str(BIN / "tony"), "kill", app_id], capture_output=True, timeout=120)
+        _finish(submit, timeout=120)
+
+
 def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(secure_cluster, secure_rm):
     """Last of the module: every daemon SIGKILLed (the machine's session died), a stray process left in a
     host's namespace; `tony cluster up` stops the stray, makes the hosts again and starts all three."""

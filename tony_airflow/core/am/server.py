@@ -3,8 +3,13 @@
 Signed endpoints take executors' messages; `/`, `/status.json`, `/progress.json`
 (the counts clients show), `/output.json` (a task's live output by offset), `/events.jsonl` and the
 TensorBoard pass-through are read-only and reached through the YARN tracking URL
-(`<tracking>/pages/tony/...`), where the ResourceManager applies the application's view ACLs: this
-server answers them only to its own host (skein's web UI), never directly to another.
+(`<tracking>/pages/tony/...`), where the ResourceManager applies the application's view ACLs. Who
+can read them (the job's stdout and stderr on `/output.json`, its events, its status and TensorBoard):
+- through the tracking URL, whom the RM's view ACLs admit: the proxy reaches skein's web UI, which
+  admits only the proxy's addresses (Hadoop's AmIpFilter, PROXY_HOSTS) and passes `pages/...` on here;
+- directly, on the AM's own host, processes of the AM's own user (skein's web UI is one) and root:
+  the peer socket's owner is read from the kernel's table (core/am/peer.py);
+- nobody else: another host, or another user's container on the same NodeManager, gets 403.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import collections
 import ipaddress
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,6 +29,7 @@ from aiohttp import web
 from tony_airflow.core import protocol
 from tony_airflow.core.am import tensorboard_proxy
 from tony_airflow.core.am.outputs import Outputs
+from tony_airflow.core.am.peer import socket_owner
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.history.events import EventLog
 from tony_airflow.core.output import OUTPUT_PATH, SHIP_CHARS, task_key
@@ -58,7 +65,8 @@ class RefusedRequests:
 
 REFUSED = web.AppKey("refused", RefusedRequests)
 PAGES_THROUGH_PROXY = ("the AM's pages are read through the application's tracking URL, where the ResourceManager "
-                       "applies the application's view ACLs; a direct request from another host is refused")
+                       "applies the application's view ACLs; a direct request from another host or another user "
+                       "is refused")
 
 
 def from_this_host(request: web.Request) -> bool:
@@ -74,6 +82,21 @@ def from_this_host(request: web.Request) -> bool:
         return False
     local = request.transport.get_extra_info("sockname") if request.transport is not None else None
     return local is not None and str(local[0]).split("%")[0] == peer
+
+
+def of_this_user(request: web.Request) -> bool:
+    """Whether the peer's socket belongs to this process's user or root (read from /proc/net/tcp{,6});
+    where there is no such table to read, the host rule alone decides."""
+    transport = request.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    local = transport.get_extra_info("sockname") if transport is not None else None
+    if not peer or not local:
+        return False
+    try:
+        owner = socket_owner((str(peer[0]), int(peer[1])), (str(local[0]), int(local[1])))
+    except OSError:
+        return True
+    return owner is not None and owner in (os.getuid(), 0)
 
 
 def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = None,
@@ -94,6 +117,9 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
                 return web.json_response({"error": reason}, status=401)
         elif not from_this_host(request):
             refused.add(request.method, request.path, request.remote, "a page asked for from another host")
+            return web.json_response({"error": PAGES_THROUGH_PROXY}, status=403)
+        elif not of_this_user(request):
+            refused.add(request.method, request.path, request.remote, "a page asked for by another user")
             return web.json_response({"error": PAGES_THROUGH_PROXY}, status=403)
         return await handler(request)
 

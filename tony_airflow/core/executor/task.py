@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tony_airflow.core import protocol
 from tony_airflow.core.executor import engine
+from tony_airflow.core.executor.admin_rules import AdminRules
 from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.output_commit import QUIET_S, Mirror, is_hdfs
@@ -173,6 +174,10 @@ class Executor:
             reservation.release()
             return AM_LOST_EXIT if self.am_lost.is_set() else 0
         plan = self._container_plan(command, env, cwd, gpus)
+        refused = self._refused_by_admin() if plan is not None else None
+        if refused:
+            reservation.release()
+            return self._end_without_command(mirror, push, f"{self.task_name}: {refused}")
         if plan is not None:
             try:
                 engine.preflight(plan.engine, plan.image, self.host, self.task_name)
@@ -234,8 +239,7 @@ class Executor:
         task = self.job.tasks[self.me.type]
         container = os.environ.get("CONTAINER_ID", "")
         me = self.me
-        local_paths = [(p, mode) for p, mode in ((self.job.input_path, "ro"), (self.job.output_path, "rw"))
-                       if p and not is_hdfs(p)]
+        local_paths = self._local_data_paths()
         return engine.ContainerPlan(
             engine=self.job.docker_engine, image=image,
             name=f"tony-{container or f'{me.app_id}-{me.type}-{me.index}-a{me.attempt}'}",
@@ -250,6 +254,17 @@ class Executor:
             gpus=gpus if task.gpus else [], home=str(workdir), ulimits=engine.node_ulimits(),
             runtime=engine.podman_runtime() if self.job.docker_engine == "podman" else "",
         )
+
+    def _local_data_paths(self) -> list[tuple[str, str]]:
+        """The job's local input (ro) and output (rw): host paths the user chose, mounted as they are."""
+        return [(p, mode) for p, mode in ((self.job.input_path, "ro"), (self.job.output_path, "rw"))
+                if p and not is_hdfs(p)]
+
+    def _refused_by_admin(self) -> str | None:
+        """What the node's admin does not allow of the job's own mounts and user (core/executor/admin_rules.py)."""
+        chosen = [f"{p}:{p}:{mode}" for p, mode in self._local_data_paths()] + list(self.job.docker_mounts)
+        rules = AdminRules.load(os.environ.get("HADOOP_CONF_DIR"))
+        return rules.refusal(chosen, self.job.docker_user, f"{os.getuid()}:{os.getgid()}")
 
     def _end_without_command(self, mirror: Mirror | None, push: bool, reason: str) -> int:
         """The command could not start (its container engine said no): the attempt fails with `reason`."""
