@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 EXTRAS ?= test,airflow,tensorflow,bench,kerberos,openlineage
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: demo test bench venv browser krb5 containers cluster-down clean
+.PHONY: demo test soak bench venv browser krb5 containers cluster-down clean
 
 # krb5 first: the `kerberos` extra's gssapi builds against libkrb5-dev (krb5-config).
 $(STAMP): pyproject.toml | krb5
@@ -30,6 +30,13 @@ test: $(STAMP) browser containers
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest --junitxml=artifacts/junit.xml
+
+## make soak: the model-checked protocol tests (the output's commit, the AM's take-over) at thousands of
+## examples each; `make test` runs a few hundred. No cluster.
+SOAK_EXAMPLES ?= 5000
+soak: $(STAMP)
+	TONY_MODEL_EXAMPLES=$(SOAK_EXAMPLES) TONY_TAKEOVER_EXAMPLES=$(SOAK_EXAMPLES) $(BIN)/python -m pytest -q \
+	  -p no:cacheprovider tests/unit/core/executor/test_output_commit_model.py tests/unit/core/am/test_take_over_model.py
 
 ## make bench: every benchmark on the local cluster; writes docs/BENCHMARKS.md and docs/bench/*.png.
 ## The peers run beside ours: TonY built from a checkout named by TONY_SRC (bench/peers/tony), and

@@ -201,6 +201,7 @@ class Mirror:
         finally:
             for _, _, tmp in staged:
                 _unlink(tmp)
+            self._tidy_tmp_dir()
         if while_written:
             count += self._drop_gone(wanted)
         return count
@@ -237,9 +238,15 @@ class Mirror:
         return Path(tmp)
 
     def _tmp_dir(self) -> str:
+        """Beside the output directory (one filesystem: a pulled file is renamed into place), never in it."""
         where = self.local.parent / SNAPSHOTS
         where.mkdir(parents=True, exist_ok=True)
         return str(where)
+
+    def _tidy_tmp_dir(self) -> None:
+        """Nothing left behind (client mode runs in the user's own directory): the directory goes once empty."""
+        with contextlib.suppress(OSError):
+            (self.local.parent / SNAPSHOTS).rmdir()
 
     def _drop_gone(self, remote: dict[str, RemoteFile]) -> int:
         """A reader keeps what HDFS holds and no more: files it pulled that HDFS no longer has go."""
@@ -378,6 +385,7 @@ class Mirror:
         finally:
             for _, snap, _, _ in snapshots:
                 _unlink(snap)
+            self._tidy_tmp_dir()
         for rel in grown:
             count += self._grow(rel)
         if complete:

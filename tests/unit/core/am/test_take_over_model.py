@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -56,7 +57,7 @@ def _run(outcomes: list[str], max_attempts: int, free: int) -> list[tuple[str, d
     return steps
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=int(os.environ.get("TONY_TAKEOVER_EXAMPLES", "300")), deadline=None)
 @given(outcomes=st.lists(OUTCOMES, min_size=1, max_size=5), max_attempts=st.integers(1, 3),
        free=st.integers(0, 2), data=st.data())
 def test_a_new_am_taking_over_at_any_step_never_reruns_an_ended_job_nor_reuses_an_attempt(

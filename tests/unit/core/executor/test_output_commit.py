@@ -56,6 +56,17 @@ def _clone(first: Mirror, out: Path, fs: MemoryHDFS) -> Mirror:
     return writer
 
 
+def _push_cut_after(first: Mirror, out: Path, fs: MemoryHDFS, cut: int) -> tuple[Mirror, MemoryHDFS]:
+    """`first`'s next push on a copy of `fs` whose link is lost after `cut` requests."""
+    cut_fs = fs.copy(cut_after=cut)
+    writer = _clone(first, out, cut_fs)
+    try:
+        writer.push()
+    except LinkDown:
+        pass
+    return writer, cut_fs
+
+
 def _attempt_one(tmp_path: Path) -> tuple[Path, MemoryHDFS, Mirror]:
     """An attempt whose first push published model v1, checkpoint 1 and the start of an event file;
     then the program rewrote the model in place, saved checkpoint 2, dropped checkpoint 1 and logged more."""
@@ -103,12 +114,7 @@ def test_a_push_cut_after_any_step_leaves_hdfs_only_whole_files_and_the_next_pus
     steps = whole.steps
     assert steps > 10, whole.ops
     for cut in range(steps + 1):
-        cut_fs = fs.copy(cut_after=cut)
-        writer = _clone(first, out, cut_fs)
-        try:
-            writer.push()
-        except LinkDown:
-            pass
+        writer, cut_fs = _push_cut_after(first, out, fs, cut)
         _assert_readers_take_only_whole_files(cut_fs, tmp_path / f"reader-{cut}")
         cut_fs.cut_after = None  # the link is back: the next round finishes what this one began
         writer.push()
@@ -122,12 +128,7 @@ def test_a_push_cut_after_any_step_leaves_hdfs_only_whole_files_and_the_next_pus
 def test_a_retry_resumes_from_whole_files_after_a_push_cut_at_any_step(tmp_path):
     out, fs, first = _attempt_one(tmp_path)
     for cut in range(0, 40, 3):
-        cut_fs = fs.copy(cut_after=cut)
-        writer = _clone(first, out, cut_fs)
-        try:
-            writer.push()
-        except LinkDown:
-            pass
+        _, cut_fs = _push_cut_after(first, out, fs, cut)
         cut_fs.cut_after = None
         retry = _mirror(tmp_path / f"attempt-2-{cut}", cut_fs, attempt=2)
         retry.claim()
@@ -717,3 +718,12 @@ def test_a_claim_takes_an_epoch_above_every_mark_and_two_claims_never_share_one(
     first.claim()
     fs.before = None
     assert {first.epoch, second.epoch} == {1, 2}
+
+
+def test_nothing_of_a_round_or_a_pull_is_left_beside_the_output(tmp_path):
+    out = tmp_path / "chief"
+    _write(out / "model.bin", _model(1))
+    fs = MemoryHDFS()
+    _mirror(out, fs).push()
+    _mirror(tmp_path / "reader", fs, task="tensorboard0").pull()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chief", "reader"]
