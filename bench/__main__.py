@@ -14,7 +14,15 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import airflow_deferrable, container_cost, guard_cost, launch_latency, registry_scale, training_overhead
+from bench import (
+    airflow_deferrable,
+    commit_cost,
+    container_cost,
+    guard_cost,
+    launch_latency,
+    registry_scale,
+    training_overhead,
+)
 from bench.report import Report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +81,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--runs", type=int, default=5, help="launch latency runs (default 5)")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["launch_latency", "registry_scale", "training_overhead", "airflow_deferrable",
-                                 "container_cost", "guard_cost"])
+                                 "container_cost", "guard_cost", "commit_cost"])
     args = parser.parse_args(argv)
     steps: list[tuple[str, Callable[[], list[Report]]]] = [
         ("launch_latency", lambda: [launch_latency.run(args.runs)]),
@@ -81,7 +89,8 @@ def main(argv: list[str]) -> None:
         ("training_overhead", lambda: training_overhead.run()),  # throughput, and the CPU of the same runs
         ("airflow_deferrable", lambda: [airflow_deferrable.run(airflow_deferrable.SIZES, 30.0)]),
         ("container_cost", lambda: [container_cost.run()]),
-        ("guard_cost", lambda: [guard_cost.run()])]
+        ("guard_cost", lambda: [guard_cost.run()]),
+        ("commit_cost", lambda: [commit_cost.run()])]
     reports = []
     for name, step in steps:
         if name in args.skip:

@@ -363,7 +363,7 @@ def test_a_lost_am_host_is_survived_by_a_trainer_that_writes_data_index_then_a_p
     if fs.exists(out):
         fs.rm(out, recursive=True)
     submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", name, "--max-attempts", "1",
-                     "--env", "STEPS=40", "--env", "STEP_S=1.0", "-s", str(PAYLOADS / "pointer_trainer.py"),
+                     "--env", "STEPS=25", "--env", "STEP_S=1.0", "-s", str(PAYLOADS / "pointer_trainer.py"),
                      "python3 ${DTF_TASK_SCRIPT}")
     app_id = _app_id(submit)
     _, am_host = _hosts_of(cluster, app_id, submit)

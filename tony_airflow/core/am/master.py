@@ -272,8 +272,9 @@ class ApplicationMaster:
             for cid, key in initial_container_ids(self.job).items():
                 reg.tasks[key].container_id = cid
                 self._container_of[cid] = key
-            self._publish_required(INITIAL_ATTEMPT_KEY, str(attempt))
-            self._publish_required(AM_ADDRESS_KEY, self.address)
+            # in a thread: its retries must not stall the registry's event loop
+            await asyncio.to_thread(self._publish_required, INITIAL_ATTEMPT_KEY, str(attempt))
+            await asyncio.to_thread(self._publish_required, AM_ADDRESS_KEY, self.address)
             log.info("attempt %d: %d containers were requested at start", attempt, len(self._container_of))
         else:
             await self._request_containers(attempt)
