@@ -59,10 +59,11 @@ def _save(local: Path, step: int) -> None:
     tmp.write_text(f'model_checkpoint_path: "ckpt-{step}"\n')
     os.replace(tmp, ckpt / "checkpoint")
     (local / "metrics.json").write_text(f'{{"step": {step}}}')
-    old = time.time() - 5  # quiet: the round takes them now
-    for path in local.rglob("*"):
-        if path.is_file():
-            os.utime(path, (old, old))
+    old = time.time() - 5  # quiet: the round takes them now, in the order they were written
+    written = [model, ckpt / f"ckpt-{step}.data-00000-of-00001", ckpt / f"ckpt-{step}.index", ckpt / "checkpoint",
+               local / "metrics.json"]
+    for n, path in enumerate(written):
+        os.utime(path, (old + n * 0.01, old + n * 0.01))
 
 
 def _round(mirror: Mirror, files: CountingFiles) -> tuple[int, int, float]:
