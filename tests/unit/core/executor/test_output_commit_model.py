@@ -85,17 +85,29 @@ class View:
         return request
 
 
-def _mirror_under_test() -> type[Mirror]:
-    """TONY_MODEL_MIRROR=path/to/module.py runs the model against another mirror (e.g. an older one)."""
+def _module_under_test():
+    """TONY_MODEL_MIRROR=path/to/module.py runs the model against another mirror (an older one, or one
+    with a fix undone): its Mirror and its WriterFenced."""
     where = os.environ.get("TONY_MODEL_MIRROR")
     if not where:
-        return Mirror
+        return output_commit
     import importlib.util
+    import sys
 
-    spec = importlib.util.spec_from_file_location("mirror_under_test", where)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.Mirror
+    if "mirror_under_test" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("mirror_under_test", where)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["mirror_under_test"] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["mirror_under_test"]
+
+
+UNDER_TEST = _module_under_test()
+FENCED = (WriterFenced, UNDER_TEST.WriterFenced)
+
+
+def _mirror_under_test() -> type[Mirror]:
+    return UNDER_TEST.Mirror
 
 
 class UnreadableMirror(_mirror_under_test()):  # type: ignore[misc]
@@ -212,7 +224,7 @@ class OutputCommitModel(RuleBasedStateMachine):
             self.store.before = hook
             try:
                 old.push(cutoff=self.clock[0] - output_commit.QUIET_S)
-            except WriterFenced:
+            except FENCED:
                 pass
             finally:
                 self.store.before = None
@@ -282,7 +294,7 @@ class OutputCommitModel(RuleBasedStateMachine):
         self.mirror.files.cut_after = None if cut is None else self.mirror.files.sent + cut
         try:
             self.mirror.push(cutoff=self.clock[0] - output_commit.QUIET_S)
-        except (LinkDown, WriterFenced):
+        except (LinkDown, *FENCED):
             pass
         finally:
             self.mirror.files.cut_after = None
@@ -297,7 +309,7 @@ class OutputCommitModel(RuleBasedStateMachine):
         try:
             self.mirror.push(cutoff=cutoff)
             ok = True
-        except (LinkDown, WriterFenced):
+        except (LinkDown, *FENCED):
             pass
         finally:
             self.mirror.files.cut_after = None
@@ -317,7 +329,7 @@ class OutputCommitModel(RuleBasedStateMachine):
         zombie = self.zombies[which % len(self.zombies)]
         try:
             zombie.push(cutoff=float("inf"))
-        except (LinkDown, WriterFenced):
+        except (LinkDown, *FENCED):
             pass
 
     @rule()
