@@ -10,9 +10,11 @@ admin setting governs both runtimes:
 | `docker.allowed.rw-mounts` | read-write (and read-only) mounts of these sources, or below them | none |
 | `tony.docker.allowed-users` | `--docker-user` values other than the YARN container's own user | none |
 
-What the executor mounts itself is not a user's choice and needs no rule: the container's working
-directory (read-write: what YARN removes with the container), what YARN localized into it, Hadoop's and
-Java's directories (read-only). A source is compared after normalization (`..` resolved, symlinks
+The rules govern what `--mount` adds and who the container runs as. What the executor mounts itself
+needs none: the container's working directory (read-write: what YARN removes with the container), what
+YARN localized into it, Hadoop's and Java's directories (read-only), and the job's own local --input
+(read-only) and --output (read-write), which the container's own user reaches as a task without an
+image would. A source is compared after normalization (`..` resolved, symlinks
 followed), as container-executor does. The executor never runs a container privileged.
 """
 

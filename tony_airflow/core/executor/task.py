@@ -261,10 +261,11 @@ class Executor:
                 if p and not is_hdfs(p)]
 
     def _refused_by_admin(self) -> str | None:
-        """What the node's admin does not allow of the job's own mounts and user (core/executor/admin_rules.py)."""
-        chosen = [f"{p}:{p}:{mode}" for p, mode in self._local_data_paths()] + list(self.job.docker_mounts)
+        """What the node's admin does not allow of the mounts `--mount` adds and of `--docker-user`
+        (core/executor/admin_rules.py). The job's own local --input (ro) and --output (rw) are not the
+        admin's: mounted as the YARN container's own user, they give the rights a task without an image has."""
         rules = AdminRules.load(os.environ.get("HADOOP_CONF_DIR"))
-        return rules.refusal(chosen, self.job.docker_user, f"{os.getuid()}:{os.getgid()}")
+        return rules.refusal(list(self.job.docker_mounts), self.job.docker_user, f"{os.getuid()}:{os.getgid()}")
 
     def _end_without_command(self, mirror: Mirror | None, push: bool, reason: str) -> int:
         """The command could not start (its container engine said no): the attempt fails with `reason`."""

@@ -63,3 +63,19 @@ def test_a_container_runs_as_the_yarn_containers_own_user_unless_the_admin_allow
     if not allowed:
         assert line.startswith(f"docker_user {user}: refused by this node's tony.docker.allowed-users (etl, "
                                f"1500:1500")
+
+
+def test_the_jobs_own_local_input_and_output_are_the_jobs_and_its_mounts_are_the_admins(tmp_path, monkeypatch):
+    """Found by the fresh-clone run: `--docker_image … -o /tmp/…/seen` was refused. The job's own --input
+    (ro) and --output (rw) are mounted as the YARN container's own user, with the rights a task without
+    an image has on the node; the rules govern what `--mount` adds and who the container runs as."""
+    from tests.unit.core.support import make_job
+    from tony_airflow.core.executor.task import Executor
+    from tony_airflow.core.runtimes import TaskIdentity
+
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))  # no container-executor.cfg: the defaults
+    job = make_job("worker:1", input=str(tmp_path / "in"), output=str(tmp_path / "out"))
+    me = TaskIdentity(type="worker", index=0, attempt=1, app_id="app_1")
+    assert Executor(job, me, None, "h")._refused_by_admin() is None
+    job = make_job("worker:1", output=str(tmp_path / "out"), docker_mounts=["/:/host:rw"])
+    assert Executor(job, me, None, "h")._refused_by_admin().startswith("mount /:/host:rw: refused")
