@@ -22,6 +22,7 @@ def whole_file(target: Path | str) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    os.fchmod(fd, 0o666 & ~umask())  # what open() would have given it (mkstemp's is 0600)
     os.close(fd)
     partial = Path(name)
     try:
@@ -43,7 +44,20 @@ def whole_dir(target: Path) -> Path:
     """A fresh temporary directory beside `target` (its own, whoever else makes one now) to fill and
     then `replace_dir` into place."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    made = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    made.chmod(0o777 & ~umask())  # what mkdir would have given it (mkdtemp's is 0700)
+    return made
+
+
+def umask() -> int:
+    """The process's umask, read without changing it (Linux's /proc; 022 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
 
 
 def replace_dir(staging: Path, target: Path) -> None:

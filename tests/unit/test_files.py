@@ -37,3 +37,20 @@ def test_a_write_that_fails_leaves_the_target_as_it_was_and_nothing_beside_it(tm
         partial.write_bytes(b"half")
         raise RuntimeError("javac failed")
     assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["tony-oozie.jar"]
+
+
+def test_what_is_written_whole_gets_the_mode_open_and_mkdir_would_give(tmp_path):
+    """mkstemp's 0600 and mkdtemp's 0700 would hide the Oozie jar and the Maven jars from the processes that
+    read them as other users."""
+    import os
+
+    from tony_airflow.files import whole_dir
+
+    old = os.umask(0o022)
+    try:
+        write_whole(tmp_path / "f", b"x")
+        made = whole_dir(tmp_path / "d")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f").stat().st_mode & 0o777 == 0o644
+    assert made.stat().st_mode & 0o777 == 0o755

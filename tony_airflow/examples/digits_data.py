@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 
 import numpy as np
-
-from tony_airflow.files import write_whole
 
 
 def load(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
@@ -65,5 +64,11 @@ def write_npz(directory: str) -> list[str]:
 def write_metrics(output_dir: str, name: str, metrics: dict) -> str:
     path = os.path.join(output_dir, name)
     os.makedirs(output_dir, exist_ok=True)
-    write_whole(path, json.dumps(metrics, indent=2))
+    # A name of its own for the temporary file (two writers never share one), then one rename. Written out
+    # here, not imported: an example ships alone (--src_dir) into images without tony-airflow.
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=output_dir)
+    os.fchmod(fd, 0o644)  # readable as a file written with open() is, not mkstemp's 0600
+    with os.fdopen(fd, "w") as fh:
+        json.dump(metrics, fh, indent=2)
+    os.replace(tmp, path)
     return path

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tony_airflow.files import umask
 from tony_airflow.yarn.hdfs import OutputFiles, RemoteFile, WebHdfsFiles, hdfs_path, is_part, part_name, webhdfs
 
 log = logging.getLogger("tony.executor.output")
@@ -229,6 +230,7 @@ class Mirror:
                     fh.write(self.files.read(f"{self.remote}/{rel}", start=local_size))
             return None
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tony-part-pull-", dir=self._tmp_dir())
+        os.fchmod(fd, 0o666 & ~umask())  # the program's file: the mode open() gives, not mkstemp's 0600
         os.close(fd)
         try:
             self.files.download(f"{self.remote}/{rel}", tmp)

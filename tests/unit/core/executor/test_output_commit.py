@@ -727,3 +727,14 @@ def test_nothing_of_a_round_or_a_pull_is_left_beside_the_output(tmp_path):
     _mirror(out, fs).push()
     _mirror(tmp_path / "reader", fs, task="tensorboard0").pull()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chief", "reader"]
+
+
+def test_a_pulled_file_has_the_mode_the_program_would_give_it(tmp_path):
+    fs = MemoryHDFS()
+    fs._write("/in/part-0", b"data")
+    old = os.umask(0o022)
+    try:
+        Mirror("hdfs:///in", tmp_path / "in", files=fs).pull(while_written=False)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "in" / "part-0").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
