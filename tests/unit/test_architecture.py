@@ -124,3 +124,14 @@ def test_modules_that_need_no_airflow_import_none():
     for module, path in MODULES.items():
         if any(_under(module, p) for p in NO_AIRFLOW):
             assert not [i for i in _imports(path) if i == "airflow" or i.startswith("airflow.")], module
+
+
+SHIPPED_ALONE = ("examples.digits_keras", "examples.digits_ps", "examples.digits_data")
+
+
+def test_the_examples_shipped_alone_into_images_import_only_each_other():
+    """They run from --src_dir in images without tony-airflow (tests/e2e/test_docker_engine.py copies just
+    these files): an import of the package there fails in the image (ModuleNotFoundError), found once."""
+    for module in SHIPPED_ALONE:
+        outside = {dep for dep in GRAPH[module] if dep not in SHIPPED_ALONE and dep != "examples"}
+        assert not outside, f"{module} imports {sorted(outside)}: it must run without the package"
