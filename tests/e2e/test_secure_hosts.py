@@ -386,9 +386,14 @@ def test_a_lost_am_host_is_survived_by_a_trainer_that_writes_data_index_then_a_p
     named = fs.cat(f"{out}/ckpt/checkpoint").decode().split('"')[1]
     data, index = fs.cat(f"{out}/ckpt/{named}.data"), fs.cat(f"{out}/ckpt/{named}.index")
     assert data.split(b"|")[0] == index.split(b"|")[0] and index.split(b"|")[1] == hashlib.sha256(data).hexdigest().encode()
-    events = _events(app_id)
-    second_running = min(e["time"] for e in events if e["event"] == "TASK_STARTED" and e["attempt"] == 2)
-    record("3 secure HA hosts: AM host lost (pointer trainer) -> attempt 2 running", second_running - lost_at)
+    try:  # the figure only: the history may still be in progress (seen once: events.jsonl never appeared)
+        events = _events(app_id, live=True)
+    except OSError as exc:
+        print(f"the job's history could not be read: {exc}")
+        events = []
+    second = [e["time"] for e in events if e["event"] == "TASK_STARTED" and e["attempt"] == 2]
+    if second:
+        record("3 secure HA hosts: AM host lost (pointer trainer) -> attempt 2 running", min(second) - lost_at)
     rejoin(cluster, rm, am_host)
 
 
