@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -47,6 +47,22 @@ def ordered(addresses: Sequence[str], first: int) -> list[int]:
     """Indexes of `addresses`, the last one known active first (a failover proxy's current proxy)."""
     count = len(addresses)
     return [(first + i) % count for i in range(count)]
+
+
+T = TypeVar("T")
+
+
+def within(wait_s: float, call: Callable[[], T], on_error: Callable[[Exception], None] | None = None) -> T:
+    """`call()` until it returns, pacing the tries with `pauses(wait_s)`; its last error once the time is up."""
+    next_round = pauses(wait_s)
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            if not next_round():
+                raise
+            if on_error is not None:
+                on_error(exc)
 
 
 def pauses(wait_s: float) -> Callable[[], bool]:

@@ -325,18 +325,16 @@ class ApplicationMaster:
         """A key the executors cannot start without (which attempt they run, where the AM is): tried for
         KV_PUBLISH_WAIT_S, then the AM fails saying so. Never swallowed: without the attempt a new AM's
         executors would register as attempt 1 and be refused."""
-        from tony_airflow.yarn.failover import pauses
+        from tony_airflow.yarn.failover import within
 
-        next_round = pauses(KV_PUBLISH_WAIT_S)
-        while True:
-            try:
-                self.app.kv[key] = value.encode()
-                return
-            except Exception as exc:
-                if not next_round():
-                    raise RuntimeError(f"could not publish {key} to skein's key-value store for "
-                                       f"{KV_PUBLISH_WAIT_S:.0f}s: {exc}") from None
-                log.warning("could not publish %s (will retry): %s", key, exc)
+        def put() -> None:
+            self.app.kv[key] = value.encode()
+
+        try:
+            within(KV_PUBLISH_WAIT_S, put, lambda exc: log.warning("could not publish %s (will retry): %s", key, exc))
+        except Exception as exc:
+            raise RuntimeError(f"could not publish {key} to skein's key-value store for "
+                               f"{KV_PUBLISH_WAIT_S:.0f}s: {exc}") from None
 
     def _publish(self, key: str, value: str) -> None:
         try:

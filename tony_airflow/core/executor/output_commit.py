@@ -388,8 +388,9 @@ class Mirror:
             for _, snap, _, _ in snapshots:
                 _unlink(snap)
             self._tidy_tmp_dir()
+        sizes = self._remote_sizes() if any(rel in self._held for rel in grown) else {}
         for rel in grown:
-            count += self._grow(rel)
+            count += self._grow(rel, sizes)
         if complete:
             count += self._remove_deleted(present)
         return count, blocked_at
@@ -485,7 +486,7 @@ class Mirror:
             _forget(self.files, part)
             raise
 
-    def _grow(self, rel: str) -> int:
+    def _grow(self, rel: str, remote_sizes: dict[str, int]) -> int:
         """A file that only grows: append what HDFS lacks (a cut append leaves a prefix), or publish it whole
         the first time. Any prefix of it is valid, so it never waits for a quiet moment."""
         remote = f"{self.remote}/{rel}"
@@ -493,7 +494,7 @@ class Mirror:
         try:
             with self._open_local(rel) as fh:
                 version = Version.of(os.fstat(fh.fileno()))
-                have = self._remote_size(rel) if rel in self._held else -1
+                have = remote_sizes.get(rel, -1) if rel in self._held else -1
                 if 0 <= have <= version.size:
                     fh.seek(have)
                     tail = fh.read(version.size - have)
@@ -538,9 +539,9 @@ class Mirror:
                 self.files.delete(f"{self.remote}/{'/'.join(parts[:n])}")
         self.files.mkdirs(os.path.dirname(f"{self.remote}/{rel}"))
 
-    def _remote_size(self, rel: str) -> int:
-        info = self.files.list(self.remote).get(f"{self.remote}/{rel}")
-        return info.size if info is not None else -1
+    def _remote_sizes(self) -> dict[str, int]:
+        """rel -> size in HDFS: one listing for a round's growing files (their appends start there)."""
+        return {rel: info.size for rel, info in self._remote_files().items()}
 
     def _clear_remote_way(self, rel: str) -> None:
         """A path that changed kind: what HDFS holds in the way (a file where a directory now is, or a

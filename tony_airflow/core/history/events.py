@@ -80,18 +80,15 @@ class EventLog:
         not be read (it would lose how the job went, and the new AM would run it again from attempt 1)."""
         if self.store is None:
             return []
-        from tony_airflow.yarn.failover import pauses
+        from tony_airflow.yarn.failover import within
 
-        next_round = pauses(wait_s)
-        while True:
-            try:
-                previous = self.store.resume_job(self.app_id)
-                break
-            except Exception as exc:
-                log.warning("job history: cannot read the lost AM's log (will retry): %s", exc)
-                if not next_round():
-                    raise HistoryUnreadable(f"the job's history could not be read for {wait_s:.0f}s, so a new AM "
-                                            f"cannot tell how far the lost one got: {exc}") from None
+        store = self.store
+        try:
+            previous = within(wait_s, lambda: store.resume_job(self.app_id), lambda exc: log.warning(
+                "job history: cannot read the lost AM's log (will retry): %s", exc))
+        except Exception as exc:
+            raise HistoryUnreadable(f"the job's history could not be read for {wait_s:.0f}s, so a new AM "
+                                    f"cannot tell how far the lost one got: {exc}") from None
         if previous is None:
             self.start(spec_json)
             return []
@@ -107,18 +104,13 @@ class EventLog:
         """Record durably that `attempt` begins, before it does (blocking; call from a thread)."""
         if self.store is None or not self._started:
             return
-        from tony_airflow.yarn.failover import pauses
+        from tony_airflow.yarn.failover import within
 
-        next_round = pauses(wait_s)
-        while True:
-            try:
-                self.store.mark_attempt(self.app_id, attempt)
-                return
-            except Exception as exc:
-                if not next_round():
-                    log.warning("attempt %d is not marked in the history (a new AM may reuse its number): %s",
-                                attempt, exc)
-                    return
+        store = self.store
+        try:
+            within(wait_s, lambda: store.mark_attempt(self.app_id, attempt))
+        except Exception as exc:
+            log.warning("attempt %d is not marked in the history (a new AM may reuse its number): %s", attempt, exc)
 
     def marked_attempts(self) -> list[int]:
         if self.store is None:
