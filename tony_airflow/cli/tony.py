@@ -115,9 +115,13 @@ def _oozie(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from tony_airflow.core.client import TonyClient
+    from tony_airflow.core.presentation import progress_text
 
-    report = TonyClient().rm.application(check_app_id(args.application_id))
+    client = TonyClient()
+    report = client.rm.application(check_app_id(args.application_id))
     print(f"{report.id} {report.state} {report.final_status}")
+    if not report.is_terminal:  # the AM's progress: attempt, phase, and why the gang waits
+        print(progress_text(report.id, report, client.handle(report.id).progress(report)))
     print(f"Tracking URL: {report.tracking_url}")
     if report.diagnostics:
         print(f"Diagnostics: {report.diagnostics.strip()}")

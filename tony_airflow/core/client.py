@@ -41,6 +41,7 @@ from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.jvm import LIGHT_JVM_FLAGS
 from tony_airflow.yarn.kerberos import KerberosLogin, check_credentials
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient, ResourceManagerError
+from tony_airflow.yarn.scheduler_info import find_queue, leaf_queues, scheduler_info
 from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, HadoopToken, read_token_file, token_file
 
 if TYPE_CHECKING:
@@ -341,10 +342,10 @@ class TonyClient:
     # ------------------------------------------------------------ validation
     def max_allocation(self, queue: str) -> tuple[int, int] | None:
         """(MiB, vcores) the queue can give one container, asked of the ResourceManager."""
-        info = self.rm.get("/ws/v1/cluster/scheduler")["scheduler"]["schedulerInfo"]
-        found = _find_queue(info, queue)
+        info = scheduler_info(self.rm.get("/ws/v1/cluster/scheduler"))
+        found = find_queue(info, queue)
         if found is None:
-            names = sorted(_leaf_queues(info))
+            names = sorted(leaf_queues(info))
             if names:
                 raise UsageError(f"queue: {queue!r} is not a queue of this cluster; allowed: {', '.join(names)}")
             found = info
@@ -483,21 +484,3 @@ def _partitions(nodes: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
 def _gpus_of(node: dict[str, Any]) -> int:
     infos = ((node.get("totalResource") or {}).get("resourceInformations") or {}).get("resourceInformation") or []
     return sum(int(i.get("value", 0)) for i in infos if i.get("name") == "yarn.io/gpu")
-
-
-def _find_queue(node: dict[str, Any], name: str) -> dict[str, Any] | None:
-    for queue in ((node.get("queues") or {}).get("queue") or []):
-        if queue.get("queueName") == name or queue.get("queuePath") == name:
-            return queue
-        found = _find_queue(queue, name)
-        if found is not None:
-            return found
-    return None
-
-
-def _leaf_queues(node: dict[str, Any]) -> list[str]:
-    leaves = []
-    for queue in ((node.get("queues") or {}).get("queue") or []):
-        children = _leaf_queues(queue)
-        leaves.extend(children or [queue.get("queueName", "")])
-    return leaves

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from tony_airflow.core.am.gang import am_waiting_line
 from tony_airflow.core.protocol import Progress
 from tony_airflow.yarn.rest import ApplicationReport
 
@@ -33,6 +34,10 @@ def progress_text(app_id: str, report: ApplicationReport, progress: Progress | N
                  f"registered {progress.registered}/{progress.total}" if progress.allocated == progress.total
                  else f"allocated {progress.allocated}/{progress.total}")
         text += f" · attempt {progress.attempt}/{progress.max_attempts} · {phase}"
+        if progress.waiting and not progress.spec_published and progress.allocated < progress.total:
+            text += f" · {progress.waiting}"
+    elif report.state == "ACCEPTED" and am_waiting_line(report.diagnostics):
+        text += f" · {am_waiting_line(report.diagnostics)}"
     return text
 
 

@@ -169,6 +169,7 @@ class Heartbeat:
     index: int
     attempt: int
     usage: dict[str, Any] | None = None
+    container_id: str = ""  # YARN's: a container the gang released is told to stop (core/am/gang.py)
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,7 @@ class Finished:
     exit_code: int
     stderr_tail: str = ""
     usage: dict[str, Any] | None = None
+    container_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -238,6 +240,7 @@ class Progress:
     running: int = 0
     finished: int = 0
     spec_published: bool = False
+    waiting: str = ""  # while containers are missing: which, and what YARN says is in the way (core/am/gang.py)
 
     @classmethod
     def from_dict(cls, data: object) -> Progress | None:

@@ -13,6 +13,7 @@ AM reads the job's history from HDFS and goes on with the next training attempt 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -25,9 +26,10 @@ from typing import Any
 import skein
 
 from tony_airflow.core import protocol
-from tony_airflow.core.am import hosts, policy, server, tensorboard_proxy
+from tony_airflow.core.am import gang, hosts, policy, server, tensorboard_proxy
 from tony_airflow.core.am.policy import Outcome
 from tony_airflow.core.am.registry import Registry
+from tony_airflow.core.am.yarn_view import ClusterView, YarnView
 from tony_airflow.core.history import events as ev
 from tony_airflow.core.history.events import EventLog, HistoryUnreadable
 from tony_airflow.core.history.model import JobHistory, TaskRun
@@ -53,7 +55,8 @@ VERDICT_MARGIN_S = 30.0
 
 class ApplicationMaster:
     def __init__(self, job: JobSpec, secret: str, app: Any, app_id: str, host: str,
-                 history: EventLog | None = None, user: str = "", am_attempt: int = 1):
+                 history: EventLog | None = None, user: str = "", am_attempt: int = 1,
+                 yarn: YarnView | None = None):
         self.job = job
         self.secret = secret
         self.app = app  # skein.ApplicationClient (or a stand-in in unit tests)
@@ -72,6 +75,8 @@ class ApplicationMaster:
         self.ended: tuple[str, str] | None = None  # the job had ended before this AM took over: how
         self.end_recorded = False     # ...and the history says so already (JOB_FINISHED)
         self._container_of: dict[str, tuple[str, int]] = {}
+        self.yarn = yarn              # the RM's view of the cluster, for the gang's wait-die rule (None: not read)
+        self._gang = _GangWait()
 
     # ------------------------------------------------------------------- main
     async def run(self) -> tuple[str, str]:
@@ -261,6 +266,7 @@ class ApplicationMaster:
         if attempt > 1:  # durable before the attempt begins: a new AM never reuses its number
             await asyncio.to_thread(self.history.mark_attempt, attempt)
         attempt_start = time.time()
+        self._gang = _GangWait(requested_at=attempt_start, next_watch=attempt_start + FIRST_WATCH_S)
         self.history.emit(ev.ATTEMPT_STARTED, attempt=attempt, tasks=[x.id for x in reg.tasks.values()])
         for (type_, index) in reg.tasks:
             if type_ in self.job.local_types():  # runs in the submitting process, registers like the rest
@@ -288,6 +294,11 @@ class ApplicationMaster:
                     x.done and x.exit_code in policy.KILLED_BY_SIGNAL and not x.yarn_diagnostics
                     for x in reg.tasks.values())  # YARN's reason for a kill is worth a quick look
                 next_poll = time.time() + (STEADY_POLL_S if settled else TICK_S)
+            if not reg.spec_published:
+                if time.time() >= self._gang.next_watch:
+                    await self._watch_gang(attempt)
+                elif reg.waiting:
+                    self._refresh_waiting(attempt)
             outcome = self._decide(attempt_start)
             if outcome is None:
                 reg.changed.clear()
@@ -310,10 +321,12 @@ class ApplicationMaster:
                           counted=not policy.is_free(outcome, self.job, self.free_used))
         return outcome
 
-    async def _request_containers(self, attempt: int) -> None:
-        """A retry: one new container per task, named in its environment."""
-        log.info("attempt %d/%d: requesting %d containers", attempt, self.job.max_attempts, len(self.registry.tasks))
-        for (type_, index), task in self.registry.tasks.items():
+    async def _request_containers(self, attempt: int, keys: list[tuple[str, int]] | None = None) -> None:
+        """A retry (or a gang asking again, `keys`): one new container per task, named in its environment."""
+        wanted = keys if keys is not None else list(self.registry.tasks)
+        log.info("attempt %d/%d: requesting %d containers", attempt, self.job.max_attempts, len(wanted))
+        for (type_, index) in wanted:
+            task = self.registry.tasks[(type_, index)]
             if type_ in self.job.local_types():
                 continue
             env = protocol.launch_env(type_, index, attempt, self.address, self.app_id)
@@ -343,7 +356,95 @@ class ApplicationMaster:
             log.warning("could not publish %s: %s", key, exc)
 
     def _decide(self, attempt_start: float) -> Outcome | None:
-        return policy.decide(self.job, self.registry.tasks.values(), attempt_start, self.started, time.time())
+        return policy.decide(self.job, self.registry.tasks.values(), attempt_start, self.started, time.time(),
+                             requested_at=self._gang.requested_at, waiting=self.registry.waiting)
+
+    # ------------------------------------------------------------------ gang
+    def _yarn_keys(self) -> list[tuple[str, int]]:
+        """The tasks that run in YARN containers (not the client-mode chief)."""
+        local = self.job.local_types()
+        return [k for k in self.registry.tasks if k[0] not in local]
+
+    def _wants(self) -> list[gang.Want]:
+        wants = []
+        for name, spec in self.job.tasks.items():
+            if name in self.job.local_types():
+                continue
+            missing = [i for i in range(spec.instances) if self.registry.tasks[(name, i)].allocated_at is None]
+            if missing:
+                wants.append(gang.Want(name, len(missing), spec.instances, spec.memory_of(missing[0]),
+                                       spec.vcores_of(missing[0]), spec.node_label))
+        return wants
+
+    async def _watch_gang(self, attempt: int) -> None:
+        """While containers are missing: say why in one line, and apply the wait-die rule (core/am/gang.py)."""
+        state, reg = self._gang, self.registry
+        now = time.time()
+        state.next_watch = now + gang.WATCH_S
+        wants = self._wants()
+        if not wants and not state.released:
+            reg.waiting = ""
+            return
+        view = await asyncio.to_thread(self.yarn.read) if self.yarn is not None else ClusterView()
+        keys = self._yarn_keys()
+        held = sum(reg.tasks[k].allocated_at is not None for k in keys)
+        last = max([reg.tasks[k].allocated_at or 0.0 for k in keys] + [state.requested_at])
+        action, older = gang.step(view.me, view.gangs, held=held, wanted=len(keys), stalled_s=now - last,
+                                  released=state.released, backoff_over=time.time() >= state.retry_at)
+        if action == gang.RELEASE and older is not None:
+            await self._release(attempt, older, held, len(keys))
+            wants = self._wants()
+        elif action == gang.ASK:
+            await self._ask_again(attempt)
+            wants = self._wants()
+        elif state.released and older is not None:
+            state.yielding_to = older
+        state.reasons = gang.waiting_reasons(
+            wants, queue=gang.queue_named(view.queue, self.job.queue) if view.queue else None, nodes=view.nodes,
+            user=self.user, yielding_to=state.yielding_to if state.released else None)
+        self._refresh_waiting(attempt)
+
+    def _refresh_waiting(self, attempt: int) -> None:
+        """The waiting line with the counts of now and the reasons of the last look at the RM."""
+        state, reg = self._gang, self.registry
+        line = gang.waiting_line(self._wants(), state.reasons)
+        if line == reg.waiting:
+            return
+        reg.waiting = line
+        if line and time.time() - state.said_at >= WAITING_EVENT_EVERY_S:
+            state.said_at = time.time()
+            log.info("attempt %d: %s", attempt, line)
+            self.history.emit(ev.GANG_WAITING, attempt=attempt, reason=line)
+
+    async def _release(self, attempt: int, older: gang.GangView, held: int, wanted: int) -> None:
+        """Wait-die: give every container back to YARN and withdraw the requests, for the older gang."""
+        state, keys = self._gang, self._yarn_keys()
+        ids = [cid for cid, key in self._container_of.items() if key in keys]
+        for cid in ids:
+            try:
+                await asyncio.to_thread(self.app.kill_container, cid)
+            except Exception:  # already gone
+                pass
+        containers = await asyncio.to_thread(self.app.get_containers, None, list(skein.model.ContainerState))
+        yarn_ids = {c.yarn_container_id for c in containers if c.id in ids and c.yarn_container_id}
+        self.registry.release(keys, yarn_ids)
+        for cid in ids:
+            self._container_of.pop(cid, None)
+        state.released, state.releases, state.yielding_to = True, state.releases + 1, older
+        pause = gang.backoff_s(state.releases)
+        state.retry_at = time.time() + pause
+        log.warning("attempt %d: held %d of %d containers and got no more for %.0fs while the older gang %s waits "
+                    "for %d: released them all (wait-die); asking again once no older gang waits, after %.1fs",
+                    attempt, held, wanted, gang.PATIENCE_S, older.app_id, older.pending, pause)
+        self.history.emit(ev.GANG_RELEASED, attempt=attempt, held=held, wanted=wanted, older=older.app_id,
+                          older_waits=older.pending, backoff_s=round(pause, 1))
+
+    async def _ask_again(self, attempt: int) -> None:
+        state = self._gang
+        keys = self._yarn_keys()
+        await self._request_containers(attempt, keys)
+        state.released, state.requested_at = False, time.time()
+        self.history.emit(ev.GANG_REQUESTED, attempt=attempt, containers=len(keys), releases=state.releases)
 
     async def _poll_containers(self) -> None:
         containers = await asyncio.to_thread(self.app.get_containers, None, list(skein.model.ContainerState))
@@ -473,6 +574,22 @@ class ApplicationMaster:
         return render_job(job, links, live=job.running)
 
 
+@dataclasses.dataclass
+class _GangWait:
+    """The current attempt's gang while it waits for containers (core/am/gang.py)."""
+
+    requested_at: float = 0.0      # when the gang last asked YARN for its containers
+    next_watch: float = 0.0        # when the RM is read next
+    released: bool = False         # it gave everything back and waits to ask again
+    releases: int = 0
+    retry_at: float = 0.0          # the end of the back-off
+    yielding_to: gang.GangView | None = None
+    reasons: list[str] = dataclasses.field(default_factory=list)  # what YARN said is in the way, last look
+    said_at: float = 0.0           # the last GANG_WAITING event
+
+
+FIRST_WATCH_S = 3.0            # a gang that forms at once never reads the RM
+WAITING_EVENT_EVERY_S = 30.0   # the history records the waiting line at most this often
 KV_PUBLISH_WAIT_S = 60.0  # how long a key the executors need is tried before the AM fails
 FAULT_ENV = "TONY_FAULT"  # a fault a test injects at a named point of the AM (the job's --env reaches the AM)
 FAULT_LOST_AFTER_HISTORY = "am-lost-after-history"
@@ -500,7 +617,8 @@ def main() -> None:
         log.warning("job history disabled: %s", exc)
         store = None
     master = ApplicationMaster(job, secret, app, app_id, host, EventLog(app_id, store), os.environ.get("USER", ""),
-                               am_attempt=am_attempt_of(os.environ.get("CONTAINER_ID", "")))
+                               am_attempt=am_attempt_of(os.environ.get("CONTAINER_ID", "")),
+                               yarn=YarnView.from_container(app_id))
     try:
         status, diagnostics = asyncio.run(master.run())
     except BaseException as exc:  # the AM itself broke: say so in the YARN diagnostics

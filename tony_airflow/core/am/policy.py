@@ -11,7 +11,7 @@ is table-tested in tests/unit and the AM only feeds it what it has seen.
 - A tracked task killed by a signal (exit 128+N) waits up to YARN_REASON_WAIT_S
   for YARN's own reason (e.g. "running beyond physical memory limits").
 - Allocation, registration, heartbeat and application timeouts each fail it
-  with their own reason.
+  with their own reason; an allocation timeout says why the gang waited (core/am/gang.py).
 - Attempts: a failure that is the job's own (a task's exit, a timeout) counts
   against `max_attempts`; one YARN caused (a preempted container, a lost host:
   `Outcome.cause`) is retried without counting, up to `max_free_retries` such
@@ -79,8 +79,12 @@ def settle_seconds(job: JobSpec) -> float:
 
 
 def decide(job: JobSpec, tasks: Iterable[TaskView], attempt_start: float, app_start: float,
-           now: float) -> Outcome | None:
-    """The attempt's outcome, or None while it is still undecided."""
+           now: float, requested_at: float | None = None, waiting: str = "") -> Outcome | None:
+    """The attempt's outcome, or None while it is still undecided.
+
+    `requested_at`: when the gang last asked for its containers (after a wait-die release, core/am/gang.py):
+    the registration timeout counts from it, the allocation timeout from the attempt's start.
+    `waiting`: why the gang waits, in one line: an allocation timeout says it."""
     t = list(tasks)
     finished = sorted((x for x in t if x.finished_at is not None), key=lambda x: x.finished_at or 0.0)
     for task in finished:
@@ -99,17 +103,18 @@ def decide(job: JobSpec, tasks: Iterable[TaskView], attempt_start: float, app_st
     if timeouts.application and now - app_start > timeouts.application:
         return Outcome(False, f"application timeout: still running after {timeouts.application:.0f}s")
     since = now - attempt_start
-    waiting = [x for x in t if x.allocated_at is None]
-    if timeouts.allocation and waiting and since > timeouts.allocation:
-        x = waiting[0]
+    missing = [x for x in t if x.allocated_at is None]
+    if timeouts.allocation and missing and since > timeouts.allocation:
+        x = missing[0]
         spec = job.tasks[x.type]
-        return Outcome(False, f"allocation timeout: YARN did not allocate {len(waiting)} container(s) within "
+        return Outcome(False, f"allocation timeout: YARN did not allocate {len(missing)} container(s) within "
                               f"{timeouts.allocation:.0f}s, e.g. {x.id} ({spec.memory_of(x.index)} MiB, "
                               f"{spec.vcores_of(x.index)} vcores, {spec.gpus} GPUs"
                               f"{', label ' + spec.node_label if spec.node_label else ''}); "
-                              "the cluster lacks the free resources or the queue/label")
+                              + (waiting or "the cluster lacks the free resources or the queue/label"))
     unregistered = [x for x in t if x.registered_at is None]
-    if timeouts.registration and unregistered and not waiting and since > timeouts.registration:
+    since_request = now - (requested_at or attempt_start)
+    if timeouts.registration and unregistered and not missing and since_request > timeouts.registration:
         return Outcome(False, f"registration timeout: {', '.join(x.id for x in unregistered[:5])} did not "
                               f"register within {timeouts.registration:.0f}s")
     if timeouts.heartbeat:

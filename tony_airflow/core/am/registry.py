@@ -82,6 +82,8 @@ class Registry:
         self._attempt_over = asyncio.Event()
         self.changed = asyncio.Event()
         self._gpus_in_use: dict[str, set[int]] = {}
+        self._released: set[str] = set()  # YARN containers the gang gave back: their messages are stale
+        self.waiting = ""                 # why the gang waits (core/am/gang.py), shown in the progress line
 
     # ------------------------------------------------------------- attempts
     def new_attempt(self, attempt: int) -> None:
@@ -97,7 +99,27 @@ class Registry:
         self._spec_ready = asyncio.Event()
         self._attempt_over = asyncio.Event()
         self._gpus_in_use = {}
+        self.waiting = ""
         self._notify()
+
+    def release(self, keys: list[tuple[str, int]], yarn_container_ids: set[str]) -> None:
+        """The gang gave these tasks' containers back to YARN (wait-die, core/am/gang.py): they are
+        wanted again, as at the attempt's start; whatever the released containers still send is ignored.
+        Only before the cluster spec: a task that started is never released."""
+        assert self._spec is None, "a gang whose spec is published is never released"
+        self._released.update(c for c in yarn_container_ids if c)
+        for key in keys:
+            task = self.tasks[key]
+            if task.yarn_container_id:
+                self._released.add(task.yarn_container_id)
+            if task.registered_at is not None:
+                self._unregistered += 1
+            self._release_gpus(task)
+            self.tasks[key] = TaskState(task.type, task.index, task.attempt, task.role)
+        self._notify()
+
+    def is_released(self, container_id: str) -> bool:
+        return bool(container_id) and container_id in self._released
 
     def end_attempt(self) -> None:
         """Wake every executor still waiting for a cluster spec: it will be told to stop."""
@@ -137,6 +159,8 @@ class Registry:
         task = self._task(type_, index, attempt)
         if isinstance(task, str):
             return task
+        if self.is_released(container_id):
+            return f"container {container_id} was given back to YARN: its gang waits for others to finish"
         if task.done or task.stop_requested:
             return f"{task.id} is no longer wanted"
         if task.registered_at is not None and (task.host, task.port) != (host, port):
@@ -217,10 +241,11 @@ class Registry:
         if task is not None and task.registered_at is not None:
             task.last_heartbeat = time.time()
 
-    def heartbeat(self, type_: str, index: int, attempt: int, usage: dict[str, Any] | None = None) -> str:
+    def heartbeat(self, type_: str, index: int, attempt: int, usage: dict[str, Any] | None = None,
+                  container_id: str = "") -> str:
         """'run' or 'stop' (the AM wants this task to end)."""
         task = self._task(type_, index, attempt)
-        if isinstance(task, str):
+        if isinstance(task, str) or self.is_released(container_id):
             return "stop"
         task.last_heartbeat = time.time()
         self._record_usage(task, usage)
@@ -244,9 +269,9 @@ class Registry:
             task.gpu_util_max = max(task.gpu_util_max or 0.0, float(gpu))
 
     def finished(self, type_: str, index: int, attempt: int, exit_code: int, stderr_tail: str = "",
-                 usage: dict[str, Any] | None = None) -> None:
+                 usage: dict[str, Any] | None = None, container_id: str = "") -> None:
         task = self._task(type_, index, attempt)
-        if isinstance(task, str) or task.done:
+        if isinstance(task, str) or task.done or self.is_released(container_id):
             return
         task.exit_code = int(exit_code)
         task.stderr_tail = stderr_tail[-4000:]
@@ -319,7 +344,7 @@ class Registry:
     def progress(self) -> Progress:
         """How far the AM got, for clients (`/progress.json`)."""
         return Progress(attempt=self.attempt, max_attempts=self.allowed_attempts,
-                        spec_published=self.spec_published, **self.counts())
+                        spec_published=self.spec_published, waiting=self.waiting, **self.counts())
 
     def status(self) -> dict[str, Any]:
         return {

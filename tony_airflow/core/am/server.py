@@ -151,11 +151,13 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
 
     async def heartbeat(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Heartbeat)
-        return web.json_response({"action": registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage)})
+        return web.json_response({"action": registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage,
+                                                                   msg.container_id)})
 
     async def finished(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Finished)
-        registry.finished(msg.type, msg.index, msg.attempt, msg.exit_code, msg.stderr_tail, msg.usage)
+        registry.finished(msg.type, msg.index, msg.attempt, msg.exit_code, msg.stderr_tail, msg.usage,
+                          msg.container_id)
         return web.json_response({"ok": True})
 
     async def output_in(request: web.Request) -> web.Response:

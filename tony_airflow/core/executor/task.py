@@ -122,7 +122,9 @@ class Executor:
         self.finished = threading.Event()
         self.give_up_s = job.timeouts.heartbeat or AM_LOST_DEFAULT_S
         self._last_answer = time.monotonic()
-        self.ident = {"type": me.type, "index": me.index, "attempt": me.attempt}
+        # YARN's container id too: the AM ignores the messages of a container its gang released
+        self.ident = {"type": me.type, "index": me.index, "attempt": me.attempt,
+                      "container_id": os.environ.get("CONTAINER_ID", "")}
 
     def run(self) -> int:
         reservation = PortReservation()
@@ -130,9 +132,7 @@ class Executor:
                  reservation.port)
         try:
             answer = self.registry.call("POST", protocol.REGISTER, {
-                **self.ident, "host": self.host, "port": reservation.port,
-                "container_id": os.environ.get("CONTAINER_ID", ""),
-            })
+                **self.ident, "host": self.host, "port": reservation.port})
         except RefusedByAM as exc:
             log.info("the AM does not want this task: %s", exc)
             reservation.release()
@@ -409,8 +409,7 @@ class Executor:
             self.finished.wait(self.job.heartbeat_interval)
 
     def _ship_output(self, offset: int, text: str) -> None:
-        self.registry.call("POST", protocol.OUTPUT, {**self.ident, "offset": offset, "text": text,
-                                                     "container_id": os.environ.get("CONTAINER_ID", "")},
+        self.registry.call("POST", protocol.OUTPUT, {**self.ident, "offset": offset, "text": text},
                            retries=1, timeout=MAX_CALL_TIMEOUT_S)
 
     def _report(self, code: int, problem: str = "", reason: str = "") -> None:

@@ -36,6 +36,9 @@ TASK_FINISHED = "TASK_FINISHED"
 HOST_LOST = "HOST_LOST"  # a host of the attempt's tasks went away (YARN's verdict or an unanswering NodeManager)
 AM_LOST = "AM_LOST"  # a new YARN application attempt found the AM before it gone (its host, its process)
 PREEMPTED = "PREEMPTED"  # YARN preempted a task's container (the attempt does not count, within its bound)
+GANG_WAITING = "GANG_WAITING"      # containers are missing: why, in one line (core/am/gang.py)
+GANG_RELEASED = "GANG_RELEASED"    # wait-die: the gang gave its containers back for an older gang
+GANG_REQUESTED = "GANG_REQUESTED"  # ... and asked for them again
 ATTEMPT_ENDED = "ATTEMPT_ENDED"
 JOB_FINISHED = "JOB_FINISHED"
 

@@ -68,6 +68,7 @@ class Attempt:
     tasks: dict[str, TaskRun] = field(default_factory=dict)
     lost_hosts: list[str] = field(default_factory=list)  # "198.18.0.3 (worker:1)", one per HOST_LOST
     preempted: list[str] = field(default_factory=list)   # "worker:1 on 127.0.0.1", one per PREEMPTED
+    gang: list[str] = field(default_factory=list)        # its waits and wait-die releases (GANG_* events)
     cause: str = ""                   # what YARN did that ended it ("preemption", "lost host")
     counted: bool = True              # against --max-attempts (README, "Attempts")
 
@@ -134,6 +135,13 @@ class JobHistory:
             self._attempt(e).lost_hosts.append(f"{e.get('host', '?')} ({', '.join(e.get('tasks') or [])})")
         elif kind == ev.PREEMPTED:
             self._attempt(e).preempted.append(f"{e.get('task', '?')} on {e.get('host') or '?'}")
+        elif kind == ev.GANG_WAITING:
+            self._attempt(e).gang.append(str(e.get("reason") or "waiting"))
+        elif kind == ev.GANG_RELEASED:
+            self._attempt(e).gang.append(f"released its {e.get('held', '?')} of {e.get('wanted', '?')} containers "
+                                         f"for the older gang {e.get('older') or '?'} (wait-die)")
+        elif kind == ev.GANG_REQUESTED:
+            self._attempt(e).gang.append(f"asked again for its {e.get('containers', '?')} containers")
         elif kind == ev.JOB_FINISHED:
             self.finished_at, self.status, self.diagnostics = at, e["status"], e.get("diagnostics", "")
             self.stopped_by = e.get("stopped_by", "")

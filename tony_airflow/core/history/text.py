@@ -51,6 +51,8 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
             out.append(f"lost host(s): {'; '.join(attempt.lost_hosts)}")
         if attempt.preempted:
             out.append(f"preempted by YARN: {'; '.join(attempt.preempted)}")
+        if attempt.gang:
+            out.append(f"gang: {'; '.join(attempt.gang)}")
         rows = [[("* " if run.task == attempt.first_failure else "  ") + run.task, run.status,
                  f"{run.host}:{run.port}" if run.host else "", run.container_id,
                  "" if run.exit_code is None else str(run.exit_code), duration(run.duration_s), mib(run.peak_rss_kib)]

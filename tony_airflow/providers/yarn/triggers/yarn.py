@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from tony_airflow.core.am.gang import am_waiting_line
 from tony_airflow.core.output_follow import FOLLOW_TIMEOUT_S, FollowState, OutputFollower
 from tony_airflow.core.protocol import APP_TAG
 from tony_airflow.providers.yarn.connection import YarnSettings, http_auth
@@ -159,9 +160,11 @@ class YarnApplicationTrigger(BaseEventTrigger):
                         return
                     continue
                 errors, silent_since = 0, None
-                if (report.state, report.final_status) != seen:
-                    seen = (report.state, report.final_status)
-                    self.log.info("%s %s %s", self.application_id, report.state, report.final_status)
+                waiting = am_waiting_line(report.diagnostics) if report.state == "ACCEPTED" else ""
+                if (report.state, report.final_status, waiting) != seen:
+                    seen = (report.state, report.final_status, waiting)
+                    self.log.info("%s %s %s%s", self.application_id, report.state, report.final_status,
+                                  f" · {waiting}" if waiting else "")
                 if follower is not None and http is not None and not report.is_terminal:
                     for line in await follower.poll_async(report.tracking_url, http):
                         self.log.info("%s", line)

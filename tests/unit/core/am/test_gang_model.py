@@ -1,0 +1,149 @@
+"""The gangs' wait-die rule, model-checked: several gangs share a cluster that cannot hold them all; a
+scheduler hands free containers to any gang that asks, in any order (a fair-ordered queue splits them,
+a FIFO one serves the oldest: both are interleavings here), time passes, each gang's AM looks at the RM
+at any moment and does what `gang.step` says, running gangs finish. Hypothesis plays random
+interleavings of these steps.
+
+Invariants:
+- the cluster never hands out more than it has;
+- a gang releases only for an older gang that waits, and only while it holds part of its gang;
+- the oldest waiting gang never releases;
+- from every state reached, the cluster with a fair scheduler (round robin over the gangs that ask)
+  and AMs looking every few seconds runs every gang to its end: nobody deadlocks, nobody starves.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from tony_airflow.core.am import gang
+
+DRAIN_STEPS = 4000
+
+
+@dataclass
+class Gang:
+    number: int        # its age: smaller is older (its application's submission)
+    size: int
+    held: int = 0
+    released: bool = False
+    requested_at: float = 0.0
+    last_alloc: float = 0.0
+    retry_at: float = 0.0
+    releases: int = 0
+    running: bool = False
+    done: bool = False
+
+    @property
+    def asks(self) -> bool:
+        return not (self.released or self.running or self.done) and self.held < self.size
+
+    def view(self) -> gang.GangView:
+        return gang.GangView(f"application_1_{self.number:04d}", 1000 + self.number,
+                             self.size - self.held if self.asks else 0)
+
+
+class Cluster(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.capacity = 0
+        self.gangs: list[Gang] = []
+        self.now = 0.0
+        self.rng = random.Random(0)
+
+    @initialize(capacity=st.integers(2, 12), sizes=st.lists(st.integers(1, 12), min_size=2, max_size=4))
+    def submit(self, capacity: int, sizes: list[int]) -> None:
+        self.capacity = capacity
+        self.gangs = [Gang(i + 1, min(size, capacity)) for i, size in enumerate(sizes)]  # bigger: refused
+
+    @property
+    def free(self) -> int:
+        return self.capacity - sum(g.held for g in self.gangs)
+
+    # ------------------------------------------------------------------ the scheduler, time, the tasks
+    @precondition(lambda self: self.free > 0 and any(g.asks for g in self.gangs))
+    @rule(pick=st.integers(0, 3))
+    def allocate(self, pick: int) -> None:
+        asking = [g for g in self.gangs if g.asks]
+        self._allocate(asking[pick % len(asking)])
+
+    def _allocate(self, g: Gang) -> None:
+        g.held += 1
+        g.last_alloc = self.now
+        if g.held == g.size:
+            g.running = True
+
+    @rule(seconds=st.sampled_from([0.5, 2.0, gang.WATCH_S, gang.PATIENCE_S, 40.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.now += seconds
+
+    @precondition(lambda self: any(g.running for g in self.gangs))
+    @rule(pick=st.integers(0, 3))
+    def a_gang_finishes(self, pick: int) -> None:
+        running = [g for g in self.gangs if g.running]
+        self._finish(running[pick % len(running)])
+
+    @staticmethod
+    def _finish(g: Gang) -> None:
+        g.running, g.done, g.held = False, True, 0
+
+    # ------------------------------------------------------------------------------- an AM looks
+    @rule(pick=st.integers(0, 3))
+    def an_am_looks(self, pick: int) -> None:
+        live = [g for g in self.gangs if not (g.done or g.running)]
+        if live:
+            self._look(live[pick % len(live)])
+
+    def _look(self, g: Gang) -> None:
+        views = [x.view() for x in self.gangs if not x.done]
+        me = g.view()
+        action, older = gang.step(me, views, held=g.held, wanted=g.size,
+                                  stalled_s=self.now - max(g.last_alloc, g.requested_at), released=g.released,
+                                  backoff_over=self.now >= g.retry_at)
+        if action == gang.RELEASE:
+            assert older is not None and older.age < me.age and older.pending > 0, (older, me)
+            assert 0 < g.held < g.size
+            waiting = [x for x in self.gangs if x.asks]
+            assert g is not min(waiting, key=lambda x: x.number), "the oldest waiting gang released"
+            g.held, g.released, g.releases = 0, True, g.releases + 1
+            g.retry_at = self.now + gang.backoff_s(g.releases, self.rng)
+        elif action == gang.ASK:
+            assert g.released
+            g.released, g.requested_at = False, self.now
+
+    @invariant()
+    def never_more_than_the_cluster_has(self) -> None:
+        assert 0 <= self.free <= self.capacity
+
+    def teardown(self) -> None:
+        """From here, a fair scheduler and AMs that look every WATCH_S: every gang ends."""
+        if not self.gangs:
+            return
+        turn = 0
+        for _ in range(DRAIN_STEPS):
+            if all(g.done for g in self.gangs):
+                return
+            for g in [g for g in self.gangs if g.running]:
+                self._finish(g)  # a gang that runs ends (its run time is not the rule's concern)
+            asking = [g for g in self.gangs if g.asks]
+            while self.free > 0 and asking:  # round robin, one container each, as a fair queue does
+                self._allocate(asking[turn % len(asking)])
+                turn += 1
+                asking = [g for g in self.gangs if g.asks]
+            self.now += gang.WATCH_S
+            for g in self.gangs:
+                if not (g.done or g.running):
+                    self._look(g)
+        stuck = [(g.number, g.size, g.held, g.released) for g in self.gangs if not g.done]
+        raise AssertionError(f"deadlock or starvation: gangs {stuck} on a cluster of {self.capacity}")
+
+
+Cluster.TestCase.settings = settings(max_examples=int(os.environ.get("TONY_GANG_EXAMPLES", "300")),
+                                     stateful_step_count=40, deadline=None)
+test_gangs_never_deadlock_nor_starve = Cluster.TestCase
