@@ -34,3 +34,16 @@ def test_more_gpus_than_a_node_has_is_refused(local_cluster, rm):
     proc, _ = ytf_submit("-r", "worker:1", "--node_label", "worker:tpu", "true")
     assert proc.returncode == 2 and "node_label: worker asks label 'tpu'; allowed: gpu" in proc.stderr
     assert len(rm.applications()) == before
+
+
+def test_the_am_runs_on_the_node_its_label_names_and_an_unknown_label_is_refused(local_cluster, rm):
+    """`--am_node_label` (#41 item 3): the AM's container in a partition of the user's choosing (off the GPU
+    nodes, or on the ones it is allowed); the tasks stay where their own labels say."""
+    gpu_port = local_cluster.settings.ports["gpu:yarn.nodemanager.address"]
+    proc, app_id = ytf_submit("-r", "worker:1", "-m", "384", "--am_node_label", "gpu", "true")
+    assert proc.returncode == 0, proc.stderr
+    app = rm.get(f"/ws/v1/cluster/apps/{app_id}")["app"]
+    assert app["amNodeLabelExpression"] == "gpu" and app["masterNodeId"].endswith(f":{gpu_port}"), app
+    proc, app_id = ytf_submit("-r", "worker:1", "--am_node_label", "tpu", "true")
+    assert proc.returncode == 2 and app_id is None
+    assert proc.stderr.strip() == "error: am_node_label: the AM asks label 'tpu'; allowed: gpu"

@@ -195,6 +195,22 @@ def test_pytorch_master_addr_is_worker_0s_host(secure_cluster, secure_rm):
     assert {ln[5] for ln in lines.values()} == {f"MASTER_ADDR={worker0_host}"}
 
 
+def test_spread_puts_each_worker_on_a_host_of_its_own_and_more_workers_than_hosts_are_refused(secure_cluster,
+                                                                                              secure_rm):
+    """`--spread worker` (#41 item 3): small tasks that YARN would pack on one host, one per host instead."""
+    submit = _submit("-r", "worker:3", "-m", "512", "--spread", "worker", "-n", "spread", "sleep 1")
+    app_id = _app_id(submit)
+    stdout, stderr = _finish(submit)
+    assert submit.returncode == 0, stderr[-2000:]
+    hosts = {e["task"]: e["host"] for e in _events(app_id) if e["event"] == "TASK_REGISTERED"}
+    assert sorted(hosts.values()) == sorted(h.address for h in secure_cluster.network.hosts), hosts
+    refused = subprocess.run([str(BIN / "ytf-submit"), "-r", "worker:4", "--spread", "worker", "sleep 1"],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    assert refused.stderr.strip() == ("error: spread: worker asks 4 hosts, one per task; the cluster's default "
+                                      "partition has 3 running host(s); allowed: at most 3 worker tasks")
+
+
 # ------------------------------------------------------------------------------------- losing a host
 def _resumes_on_the_other_hosts(cluster: LocalCluster, rm: ResourceManagerClient, name: str, lose, restore,
                                 *extra: str) -> None:

@@ -32,6 +32,9 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
                    help="memory in MiB or with a unit: '2048', 'worker:4 GiB', 'worker[0]:8192' (repeatable)")
     p.add_argument("--task_gpus", action="append", help="GPUs: '<n>' or '<type>:<n>' (repeatable)")
     p.add_argument("--node_label", action="append", help="YARN node label: '<label>' or '<type>:<label>'")
+    p.add_argument("--spread", action="append",
+                   help="a task type placed one task per host (repeatable, or 'worker,ps')")
+    p.add_argument("--am_node_label", "--am-node-label", help="YARN node label for the AM's container")
     p.add_argument("-i", "--input", help="input path, set as DTF_INPUT_PATH")
     p.add_argument("-o", "--output", help="output path, set as DTF_OUTPUT_PATH (needed by --tensorboard)")
     p.add_argument("-s", "--script", help="a local file shipped to every task; its path is DTF_TASK_SCRIPT")
@@ -95,6 +98,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "am_attempts_validity": args.am_attempts_validity,
         "tracked": args.tracked, "untracked": args.untracked, "sidecar": args.sidecar, "tags": args.tags,
         "python": args.python, "framework": args.framework, "history_dir": args.history_dir,
+        "spread": ",".join(args.spread) if args.spread else None, "am_node_label": args.am_node_label,
     }
     for key, value in simple.items():
         if value is not None:

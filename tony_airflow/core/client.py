@@ -30,7 +30,7 @@ import skein
 
 from tony_airflow.core import protocol
 from tony_airflow.core.history.store import history_dir
-from tony_airflow.core.placement import initial_tasks, service_names
+from tony_airflow.core.placement import initial_tasks, service_host, service_names
 from tony_airflow.core.protocol import APP_TAG, PROGRESS_JSON, SUBMITTED_AT_ENV, Progress, am_page_url, is_proxied
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
@@ -88,6 +88,9 @@ def build_application(job: JobSpec, staging: Path, secret: str,
             files=task_files, env={**env, **docker_env(job, type_, hadoop_conf_dir)},
             instances=len(first[name]), max_restarts=0, allow_failures=True,
             node_label=job.tasks[type_].node_label,
+            # a spread type's service asks for its one host, and only it (YARN's strict locality)
+            nodes=[service_host(job, name)] if service_host(job, name) else None,
+            relax_locality=not service_host(job, name),
         )
     return skein.ApplicationSpec(
         name=job.name, queue=job.queue, tags=set(job.tags) | {APP_TAG},
@@ -95,6 +98,7 @@ def build_application(job: JobSpec, staging: Path, secret: str,
         # spec allows another attempt ("will retry"), so a job that failed would be run again by a second
         # AM. YARN's own attempts (the submission's max-app-attempts) are what a lost AM needs.
         services=services, master=master, max_attempts=1,
+        node_label=job.am_node_label,  # skein's application label: our submission gives it to the AM only
     )
 
 
@@ -364,6 +368,8 @@ class TonyClient:
         self._check_gpus_and_labels(job, nodes)
         if nodes:  # no node has registered yet: nothing to measure against
             job.check_capacity(_partitions(nodes))
+        if job.spread:  # in place: callers submit the job they validated
+            job.spread_hosts = _spread_hosts(job, nodes)
         return job
 
     def rm_max_am_attempts(self) -> int:
@@ -377,6 +383,8 @@ class TonyClient:
         """GPUs no node has, and labels the cluster does not know, can never be scheduled."""
         wanted = {t.name: t.gpus for t in job.tasks.values() if t.gpus}
         labels = {t.name: t.node_label for t in job.tasks.values() if t.node_label}
+        if job.am_node_label:
+            labels["the AM"] = job.am_node_label
         if not (wanted or labels):
             return
         if wanted:
@@ -392,7 +400,8 @@ class TonyClient:
             known = {info.get("name") for info in infos}
             for type_, label in labels.items():
                 if label not in known:
-                    raise UsageError(f"node_label: {type_} asks label {label!r}; allowed: "
+                    field = "am_node_label" if type_ == "the AM" else "node_label"
+                    raise UsageError(f"{field}: {type_} asks label {label!r}; allowed: "
                                      f"{', '.join(sorted(known)) or '(this cluster has no node labels)'}")
 
     # ---------------------------------------------------------------- submit
@@ -479,6 +488,18 @@ def _partitions(nodes: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
             have = totals.get(label, (0, 0))
             totals[label] = (have[0] + mem, have[1] + vc)
     return totals
+
+
+def _spread_hosts(job: JobSpec, nodes: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The running hosts of the default partition each spread type may use: as many as its tasks, at least."""
+    hosts = sorted({str(n.get("nodeHostName")) for n in nodes
+                    if n.get("state") == "RUNNING" and not n.get("nodeLabels") and n.get("nodeHostName")})
+    for type_ in job.spread:
+        wanted = job.tasks[type_].instances
+        if wanted > len(hosts):
+            raise UsageError(f"spread: {type_} asks {wanted} hosts, one per task; the cluster's default partition "
+                             f"has {len(hosts)} running host(s); allowed: at most {len(hosts)} {type_} tasks")
+    return {type_: hosts for type_ in job.spread}
 
 
 def _gpus_of(node: dict[str, Any]) -> int:

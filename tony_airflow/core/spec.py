@@ -142,6 +142,10 @@ class JobSpec:
     heartbeat_interval: float = 1.0
     stop_grace: float = 10.0
     history_dir: str = ""  # where the AM writes the event log; "" = $TONY_HISTORY_DIR or /tmp/tony-history
+    spread: list[str] = field(default_factory=list)  # types placed one task per host (core/placement.py)
+    # the hosts each spread type may use, from the RM's node list at submission (filled by the client)
+    spread_hosts: dict[str, list[str]] = field(default_factory=dict)
+    am_node_label: str = ""  # the AM container's node label expression ("" : the default partition)
 
     # ------------------------------------------------------------ views
     def cluster_types(self) -> list[str]:
@@ -212,6 +216,21 @@ class JobSpec:
             raise UsageError(f"cluster_requirement: chief and master — {name} has one chief (master is its old "
                              "name); allowed: one of them")
 
+    def _check_spread(self) -> None:
+        """A spread type asks YARN for named hosts, one per task, locality not relaxed."""
+        for name in self.spread:
+            task = self.tasks.get(name)
+            if task is None:
+                raise UsageError(f"spread: names unknown type {name!r}; allowed: {', '.join(self.tasks)}")
+            if name in self.local_types():
+                raise UsageError(f"spread: {name} runs in the submitting process (--client), not on a YARN host")
+            if task.memory_by_index or task.vcores_by_index:
+                raise UsageError(f"spread: {name} has per-task memory or vcores; allowed: one size per spread type")
+            if task.node_label:
+                raise UsageError(f"spread: {name} has node_label {task.node_label!r}; YARN takes no node label on a "
+                                 "request that names its host (AMRMClient); allowed: spread types in the default "
+                                 "partition")
+
     def validate(self, max_allocation: tuple[int, int] | None = None, check_paths: bool = True) -> JobSpec:
         """Refuse what cannot run, before anything is submitted."""
         if not self.tasks:
@@ -235,6 +254,7 @@ class JobSpec:
                 raise UsageError(f"timeout ({name}): must be >= 0 seconds (0 = no limit)")
         if not self.name.strip():
             raise UsageError("name: is empty; allowed: a non-empty application name")
+        self._check_spread()
         if self.docker_image:
             check_image_reference(self.docker_image)
         for task in self.tasks.values():
@@ -337,7 +357,7 @@ _JOB_FILE_KEYS = {
     "docker_image", "docker_runtime", "docker_engine", "docker_mounts", "docker_user", "python_venv",
     "client", "max_attempts", "max_free_retries", "timeouts", "tracked", "untracked",
     "am_attempts", "am_attempts_validity", "sidecar", "framework", "python", "am_memory", "am_vcores",
-    "heartbeat_interval", "stop_grace", "history_dir",
+    "heartbeat_interval", "stop_grace", "history_dir", "spread", "am_node_label",
 }
 # Who submits, not what runs: read by the front end (a KerberosLogin), never shipped with the job.
 CREDENTIAL_KEYS = {"principal", "keytab"}
@@ -548,6 +568,8 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         heartbeat_interval=parse_seconds(opts.get("heartbeat_interval", 1.0), "heartbeat_interval", positive=True),
         stop_grace=parse_seconds(opts.get("stop_grace", 10.0), "stop_grace"),
         history_dir=check_history_dir(str(opts.get("history_dir") or "").strip(), "history_dir"),
+        spread=list(dict.fromkeys(_as_list(opts.get("spread"), "spread"))),
+        am_node_label=str(opts.get("am_node_label") or "").strip(),
     )
     return spec.validate(check_paths=check_paths)
 

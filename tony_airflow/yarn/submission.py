@@ -234,8 +234,8 @@ def submission_body(spec: skein.ApplicationSpec, app_id: str, files: dict[str, s
         "application-type": "skein", "keep-containers-across-application-attempts": False,
         "application-tags": {"tag": sorted(spec.tags)},
     }
-    if spec.node_label:
-        body["am-label-expression"] = spec.node_label
+    if spec.node_label:  # the AM's container only (Hadoop's ApplicationSubmissionContextInfo names it so)
+        body["am-container-node-label-expression"] = spec.node_label
     if attempt_validity_ms > 0:  # AM failures older than this do not count against max-app-attempts
         body["attempt-failures-validity-interval"] = attempt_validity_ms
     return body

@@ -274,3 +274,14 @@ def test_the_application_has_the_jobs_am_attempts_and_their_validity_interval(tm
     # skein's own spec stays at one attempt: its AM would not unregister a FAILED job while it allowed more
     assert spec.max_attempts == 1
     assert body["keep-containers-across-application-attempts"] is False  # YARN ends the lost AM's containers
+
+
+def test_the_am_node_label_is_the_am_containers_label_expression_in_the_rest_api(tmp_path):
+    """#41 item 3: Hadoop's ApplicationSubmissionContextInfo names it `am-container-node-label-expression`
+    (the key sent before, `am-label-expression`, is not one: the RM ignored it)."""
+    spec = _spec(tmp_path)
+    spec.node_label = "cpu"
+    fs, rm = FakeWebHDFS(), FakeRM()
+    submission.submit(spec, rm, fs, _conf())
+    body = rm.bodies[-1]
+    assert body["am-container-node-label-expression"] == "cpu" and "am-label-expression" not in body

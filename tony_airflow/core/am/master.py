@@ -35,7 +35,7 @@ from tony_airflow.core.history.events import EventLog, HistoryUnreadable
 from tony_airflow.core.history.model import JobHistory, TaskRun
 from tony_airflow.core.history.render import Links, render_job
 from tony_airflow.core.history.store import HistoryStore, history_dir
-from tony_airflow.core.placement import initial_container_ids, service_name
+from tony_airflow.core.placement import initial_container_ids, service_name, spread_services
 from tony_airflow.core.protocol import (
     AM_ADDRESS_KEY,
     INITIAL_ATTEMPT_KEY,
@@ -77,6 +77,7 @@ class ApplicationMaster:
         self._container_of: dict[str, tuple[str, int]] = {}
         self.yarn = yarn              # the RM's view of the cluster, for the gang's wait-die rule (None: not read)
         self._gang = _GangWait()
+        self._lost_hosts: set[str] = set()  # hosts lost under an attempt: a spread task goes elsewhere first
 
     # ------------------------------------------------------------------- main
     async def run(self) -> tuple[str, str]:
@@ -325,14 +326,31 @@ class ApplicationMaster:
         """A retry (or a gang asking again, `keys`): one new container per task, named in its environment."""
         wanted = keys if keys is not None else list(self.registry.tasks)
         log.info("attempt %d/%d: requesting %d containers", attempt, self.job.max_attempts, len(wanted))
+        services = self._services_for(wanted)
         for (type_, index) in wanted:
             task = self.registry.tasks[(type_, index)]
             if type_ in self.job.local_types():
                 continue
             env = protocol.launch_env(type_, index, attempt, self.address, self.app_id)
-            container = await asyncio.to_thread(self.app.add_container, service_name(type_, index, self.job), env)
+            container = await asyncio.to_thread(self.app.add_container, services[(type_, index)], env)
             task.container_id = container.id
             self._container_of[container.id] = (type_, index)
+
+    def _services_for(self, wanted: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+        """The skein service of each task asked for: a spread task's on a host no other task of its type
+        holds, the hosts lost in an earlier attempt last."""
+        reg, job = self.registry, self.job
+        services = {key: service_name(key[0], key[1], job) for key in wanted}
+        for type_ in job.spread:
+            indices = [i for (t, i) in wanted if t == type_]
+            taken = {x.host for k, x in reg.tasks.items() if k[0] == type_ and k not in services and x.host}
+            try:
+                placed = spread_services(job, type_, indices, taken, self._lost_hosts)
+            except KeyError as exc:
+                log.warning("spread: %s; asking for the tasks' own hosts", exc)
+                continue
+            services.update({(type_, i): name for i, name in placed.items()})
+        return services
 
     def _publish_required(self, key: str, value: str) -> None:
         """A key the executors cannot start without (which attempt they run, where the AM is): tried for
@@ -476,6 +494,7 @@ class ApplicationMaster:
         if not lost:
             return outcome, []
         for host in lost:
+            self._lost_hosts.add(host.host)
             log.error("attempt %d: %s", attempt, host.describe())
             self.history.emit(ev.HOST_LOST, attempt=attempt, host=host.host, node_http=host.node_http,
                               tasks=host.tasks, by_yarn=host.by_yarn)
