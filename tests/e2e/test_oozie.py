@@ -337,3 +337,42 @@ def test_oozie_job_kill_kills_the_training_application(local_cluster, rm, oozie_
     # killed, not failed: by the entry point on the launcher's SIGTERM (REST, no address) or by Oozie (RPC)
     assert "was killed by user" in rm.application(app_id).diagnostics
     assert psutil.wait_procs([launcher], timeout=60)[1] == []  # the launcher's command is gone too
+
+
+def test_a_lost_launcher_container_is_followed_by_its_next_attempt_and_one_training_runs_to_the_end(
+        local_cluster, rm, oozie_server, action_jar):
+    """#44 item 3: the launcher's AM container is lost mid-training (every process of it killed, as its host
+    going away does). YARN starts the launcher's next attempt; its entry point finds the live training by the
+    workflow's and action's tags and follows it: the action ends with the training's outcome, and one
+    training ran, to its end."""
+    workflow = _generated("tony-relaunched", "-r", "worker:1", "-m", "512", "-n", "oozie-relaunched", "sleep 40")
+    wf_id = _rest_submit(oozie_server, _job_properties(local_cluster, _put_app(local_cluster, "tony_relaunched", {
+        "workflow.xml": workflow, f"lib/{JAR_NAME}": action_jar})))
+    deadline = time.monotonic() + 240
+    while not [a for a in _tagged(rm, wf_id) if a.state == "RUNNING"]:
+        info = _info(oozie_server, wf_id)
+        assert info["status"] in ("PREP", "RUNNING") and time.monotonic() < deadline, (
+            f"the training never ran: {info['status']}",
+            {n: (a["status"], a.get("errorMessage")) for n, a in _actions(info).items()})
+        time.sleep(0.5)
+    (training,) = _tagged(rm, wf_id)
+    launcher_id = _actions(_info(oozie_server, wf_id))["train"]["externalId"]
+    number = launcher_id.split("_", 1)[1]
+    am = [p for p in local_cluster.container_processes() if f"_{number}_01_000001" in p.container_id]
+    assert am, f"no process of the launcher {launcher_id}'s AM container"
+    for proc in am:  # lost with its host: no signal it could act on
+        psutil.Process(proc.pid).kill()
+    info = _wait_workflow(oozie_server, wf_id)
+    action = _actions(info)["train"]
+    assert info["status"] == "SUCCEEDED", (action["status"], action.get("errorMessage"))
+    assert _action_data(action)["application_id"] == training.id
+    assert [a.id for a in _tagged(rm, wf_id)] == [training.id]  # one training, run to its end
+    assert rm.application(training.id).final_status == "SUCCEEDED"
+    attempts = rm.get(f"/ws/v1/cluster/apps/{launcher_id}/appattempts")["appAttempts"]["appAttempt"]
+    assert len(attempts) == 2, attempts  # the launcher was relaunched
+    # Oozie's JavaMain looks for the action's children by their tag before each run of the main class (to kill
+    # them and start over); on this server it found none, the live training included (why is Oozie's: its
+    # query to the RM; the training carries the tag). Had it killed it, the new attempt would have found no
+    # live training and submitted one, resuming from the output's checkpoints.
+    logs = aggregated_logs(rm, launcher_id, timeout=120)
+    assert logs.count("No child applications found") == 2, logs[-3000:]
