@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from tony_airflow.core.protocol import APP_TAG
 
 log = logging.getLogger("tony.am")
 READ_TIMEOUT_S = 5.0  # the AM's attempt loop waits for a look at the RM: never for long
+AFTER_FAILURE_S = 60.0  # a look that failed (an RM that asks for SPNEGO) is not tried again before this
 
 
 @dataclass
@@ -31,10 +33,12 @@ class ClusterView:
 class YarnView:
     """Reads the RM for one application; after a failure it says so once and reads again next time."""
 
-    def __init__(self, rm: Any, app_id: str):
+    def __init__(self, rm: Any, app_id: str, clock: Any = time.monotonic):
         self.rm = rm
         self.app_id = app_id
         self._failing = False
+        self._clock = clock
+        self._quiet_until = 0.0  # after a failed look: not before then (each look may hold the AM's loop)
 
     @classmethod
     def from_container(cls, app_id: str) -> YarnView | None:
@@ -53,6 +57,8 @@ class YarnView:
 
     def read(self, detail: bool = True) -> ClusterView:
         view = ClusterView()
+        if self._clock() < self._quiet_until:
+            return view
         try:
             body = self.rm.get("/ws/v1/cluster/apps", states="RUNNING", applicationTags=APP_TAG)
             apps = (body.get("apps") or {}).get("app") or []
@@ -66,6 +72,8 @@ class YarnView:
             self._failing = False
         except Exception as exc:
             if not self._failing:
-                log.warning("could not read the ResourceManager's view of the cluster: %s", exc)
+                log.warning("could not read the ResourceManager's view of the cluster (again in %.0fs): %s",
+                            AFTER_FAILURE_S, exc)
             self._failing = True
+            self._quiet_until = self._clock() + AFTER_FAILURE_S
         return view

@@ -225,3 +225,25 @@ def test_the_am_releases_its_part_of_the_gang_for_an_older_one_then_asks_again(m
     assert kinds.count(ev.GANG_RELEASED) == 1 and kinds.count(ev.GANG_REQUESTED) == 1
     released = next(e for e in am.history.events if e["event"] == ev.GANG_RELEASED)
     assert (released["held"], released["wanted"], released["older"]) == (2, 3, OLD.app_id)
+
+
+def test_an_rm_that_cannot_be_read_is_not_asked_again_for_a_while():
+    """A SPNEGO-only RM refuses an AM that holds only tokens: each look would hold the AM's loop."""
+    from tony_airflow.core.am.yarn_view import AFTER_FAILURE_S, YarnView
+
+    class Refusing:
+        calls = 0
+
+        def get(self, path, **params):
+            Refusing.calls += 1
+            raise RuntimeError("HTTP 401: Authentication required")
+
+    now = [0.0]
+    view = YarnView(Refusing(), "application_1_0002", clock=lambda: now[0])
+    assert view.read().me is None and Refusing.calls == 1
+    now[0] += AFTER_FAILURE_S - 1
+    view.read()
+    assert Refusing.calls == 1
+    now[0] += 2
+    view.read()
+    assert Refusing.calls == 2
