@@ -186,3 +186,32 @@ def test_purge_deletes_only_old_finished_histories(failed_job, store):
     assert store.find(old) is None and store.find(failed_job) is not None
     bad = tony("history", "purge", "--max-age", "soon", "--history-dir", HISTORY)
     assert bad.returncode == 2 and "max-age: 'soon' is not an age" in bad.stderr
+
+
+def test_a_new_am_writes_on_at_once_when_the_lost_ams_log_is_still_held_open_by_its_dead_writer(local_cluster,
+                                                                                                store):
+    """The lost AM's last append may have been cut off with its host: HDFS keeps that writer's lease on the
+    log (soft limit 60 s; longer while the DataNode that served it is not declared dead), and every append of
+    the new AM failed until then, so its events, and the log's close, were lost (found on the 3-host cluster:
+    the AM's host and its DataNode killed, the job's history never closed). Here the dead writer is an
+    `hdfs dfs -appendToFile -` killed with SIGKILL while it holds the log open."""
+    app_id = "application_1700000000000_0777"
+    log_path = f"{HISTORY}/{app_id}/{IN_PROGRESS}"
+    store.start_job(app_id, "{}")
+    store.append(app_id, [json.dumps({"time": 1.0, "event": "JOB_SUBMITTED"})])
+    writer = subprocess.Popen(["hdfs", "dfs", "-appendToFile", "-", log_path], stdin=subprocess.PIPE)
+    try:
+        writer.stdin.write(b'{"time": 2.0, "event": "AM_STARTED"}\n{"time": 3.0, "ev')
+        writer.stdin.flush()
+        time.sleep(5)  # the file is open for append, the lease the writer's
+    finally:
+        writer.kill()
+        writer.wait()
+    fresh = HistoryStore.open(HISTORY)
+    previous = fresh.resume_job(app_id)
+    assert [e["event"] for e in previous][:1] == ["JOB_SUBMITTED"]
+    fresh.append(app_id, [json.dumps({"time": 4.0, "event": "AM_LOST"})])  # at once: no lease in the way
+    fresh.finish_job(app_id)
+    lines = store.fs.cat_file(f"{HISTORY}/{app_id}/{EVENTS}").decode().splitlines()
+    assert json.loads(lines[-1])["event"] == "AM_LOST"
+    store.fs.rm(f"{HISTORY}/{app_id}", recursive=True)

@@ -128,10 +128,28 @@ class HistoryStore:
                 continue
             if name == EVENTS:
                 self.fs.mv(path, self.path(app_id, IN_PROGRESS))
-            if data and not data.endswith(b"\n"):
-                self.append(app_id, [""])
+                if data and not data.endswith(b"\n"):
+                    self.append(app_id, [""])
+            else:
+                self._take_over(path, data + (b"\n" if data and not data.endswith(b"\n") else b""))
             return list(parse_lines(data.decode("utf-8", "replace")))
         return None
+
+    def _take_over(self, path: str, data: bytes) -> None:
+        """Put the lost AM's log back as a file of this writer's own, whole (a temporary name, then one
+        rename over it). Its last append may have been cut off with its host, and HDFS keeps that dead
+        writer's lease on the file: for a minute (the soft limit), longer while the DataNode that served the
+        append is not declared dead, every append of the new AM would fail; the rename ends that lease."""
+        from fsspec.implementations.webhdfs import WebHDFS
+
+        if isinstance(self.fs, WebHDFS):
+            from tony_airflow.yarn.hdfs import replace_bytes
+
+            replace_bytes(self.fs, path, data, writer="history")
+            return
+        part = f"{path}.part-{os.getpid()}"
+        self.fs.pipe_file(part, data)
+        self.fs.mv(part, path)
 
     def mark_attempt(self, app_id: str, attempt: int) -> None:
         """The durable record that training attempt `attempt` began, written before it begins: a new AM
