@@ -82,15 +82,14 @@ def build_application(job: JobSpec, staging: Path, secret: str,
     services = {}
     first = initial_tasks(job)  # attempt 1's containers: skein's AM asks for them as soon as it starts
     for name, (type_, memory, vcores, gpus) in service_names(job).items():
+        host = service_host(job, name)  # a spread type's service asks for its one host, and only it
         services[name] = skein.Service(
             resources=skein.Resources(memory=memory, vcores=vcores, gpus=gpus),
             script=f"exec {job.python} -m tony_airflow.core.executor",
             files=task_files, env={**env, **docker_env(job, type_, hadoop_conf_dir)},
             instances=len(first[name]), max_restarts=0, allow_failures=True,
             node_label=job.tasks[type_].node_label,
-            # a spread type's service asks for its one host, and only it (YARN's strict locality)
-            nodes=[service_host(job, name)] if service_host(job, name) else None,
-            relax_locality=not service_host(job, name),
+            nodes=[host] if host else None, relax_locality=not host,  # YARN's strict locality
         )
     return skein.ApplicationSpec(
         name=job.name, queue=job.queue, tags=set(job.tags) | {APP_TAG},
