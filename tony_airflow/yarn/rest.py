@@ -26,6 +26,7 @@ from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.failover import ordered, pauses, rm_is_standby
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hadoop_tls import ssl_context, tls_verify
+from tony_airflow.yarn.lazy_tls import LazyTLSTransport
 from tony_airflow.yarn.kerberos import KerberosLogin, rm_http_auth
 
 
@@ -261,7 +262,7 @@ class ResourceManagerClient(_Base):
         with self._http_lock:
             if self._http is None:
                 self._http = httpx.Client(timeout=self.timeout, auth=self.auth, follow_redirects=True,
-                                          verify=self.verify)
+                                          transport=LazyTLSTransport(self.verify))
             return self._http
 
     def fetch(self, url: str, timeout: float | None = None) -> httpx.Response:

@@ -212,14 +212,15 @@ class Registry:
         once per waiter made the gang's start O(n²) in the number of tasks)."""
         return self._ready_answer
 
-    async def wait_spec(self, attempt: int, timeout: float,
-                        task: tuple[str, int] | None = None) -> tuple[str, dict[str, Any] | None]:
-        """('ready', spec), ('wait', None) after `timeout`, or ('stop', None) when the attempt is over.
+    async def wait_spec(self, attempt: int, timeout: float, task: tuple[str, int] | None = None,
+                        container_id: str = "") -> tuple[str, dict[str, Any] | None]:
+        """('ready', spec), ('wait', None) after `timeout`, or ('stop', None) when the attempt is over
+        or the asking container was given back to YARN (its slot is another container's now).
 
         A task waiting for its gang is alive: the wait counts as a heartbeat, so a gang
         that forms slowly is governed by the allocation and registration timeouts.
         """
-        if attempt != self.attempt:
+        if attempt != self.attempt or self.is_released(container_id):
             return "stop", None
         self._alive(task)
         spec_ready, over = self._spec_ready, self._attempt_over
@@ -228,10 +229,9 @@ class Registry:
             done, pending = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             for fut in pending:
                 fut.cancel()
-        if attempt == self.attempt:
-            self._alive(task)
-        if over.is_set() or attempt != self.attempt:
+        if over.is_set() or attempt != self.attempt or self.is_released(container_id):
             return "stop", None
+        self._alive(task)
         if spec_ready.is_set():
             return "ready", self._spec
         return "wait", None

@@ -15,6 +15,7 @@ can read them (the job's stdout and stderr on `/output.json`, its events, its st
 from __future__ import annotations
 
 import collections
+import gzip
 import ipaddress
 import json
 import logging
@@ -99,12 +100,26 @@ def of_this_user(request: web.Request) -> bool:
     return owner is not None and owner in (os.getuid(), 0)
 
 
+class CompressedTail:
+    """The ready answer without its opening brace, gzip-compressed once per attempt's answer."""
+
+    def __init__(self) -> None:
+        self._source: bytes | None = None
+        self._tail = b""
+
+    def tail(self, answer: bytes) -> bytes:
+        if answer is not self._source:
+            self._source, self._tail = answer, gzip.compress(answer[1:], compresslevel=6, mtime=0)
+        return self._tail
+
+
 def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = None,
               history: EventLog | None = None, address: Callable[[], str] | None = None) -> web.Application:
     """`page` renders the status page (the AM's live view of the job history); `address` is where
     this server listens (known once it has started), for a client-mode chief."""
     verifier = protocol.Verifier(secret)
     refused = RefusedRequests()
+    ready_gzip = CompressedTail()
     outputs = Outputs(f"{t}:{i}" for t, i in registry.job.task_ids())
 
     @web.middleware
@@ -131,23 +146,58 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
                                      content_type="application/json") from None
 
     async def register(request: web.Request) -> web.Response:
+        """With `?wait=S`, the answer also holds the cluster spec once the gang formed within S seconds
+        (a long poll): one request per executor to the gang's start instead of two."""
+        try:
+            wait = _wait_of(request, default=0.0)
+        except ValueError:
+            return web.json_response({"error": "wait must be a number of seconds"}, status=400)
         msg = await message(request, protocol.Register)
         reason = registry.register(msg.type, msg.index, msg.attempt, msg.host, msg.port, msg.container_id)
         if reason is not None:
             return web.json_response({"error": reason}, status=409)
-        return web.json_response({"ok": True, "gpus": registry.gpus_of(msg.type, msg.index)})
+        registered = b'{"ok": true, "gpus": ' + json.dumps(registry.gpus_of(msg.type, msg.index)).encode()
+        if wait <= 0:
+            return web.Response(body=registered + b"}", content_type="application/json")
+        return await spec_answer(request, msg.attempt, wait, (msg.type, msg.index), msg.container_id,
+                                 prefix=registered)
 
     async def cluster_spec(request: web.Request) -> web.Response:
         try:
             attempt = int(request.query.get("attempt", "0"))
-            wait = max(0.0, min(float(request.query.get("wait", LONG_POLL_S)), LONG_POLL_S))
+            wait = _wait_of(request, default=LONG_POLL_S)
             task = (request.query["type"], int(request.query["index"])) if "type" in request.query else None
         except (KeyError, ValueError):
             return web.json_response({"error": "attempt, wait and index must be numbers"}, status=400)
-        state, spec = await registry.wait_spec(attempt, wait, task)
-        if state == "ready":
-            return web.Response(body=registry.ready_answer, content_type="application/json")
-        return web.json_response(asdict(protocol.ClusterSpecAnswer(state, spec)))
+        return await spec_answer(request, attempt, wait, task, request.query.get("container", ""))
+
+    async def spec_answer(request: web.Request, attempt: int, wait: float, task: tuple[str, int] | None,
+                          container_id: str, prefix: bytes = b"") -> web.StreamResponse:
+        """The long poll's answer, after `prefix` (the fields of the register answer) when given. The
+        spec is serialized (and compressed) once per attempt, never per waiter: that made a gang's
+        start O(n²) in time and memory."""
+        state, spec = await registry.wait_spec(attempt, wait, task, container_id)
+        if state != "ready":
+            body = json.dumps(asdict(protocol.ClusterSpecAnswer(state, spec))).encode()
+            if prefix:  # both are JSON objects: one object with both's fields
+                body = prefix + b", " + body[1:]
+            return web.Response(body=body, content_type="application/json")
+        head = prefix + b", " if prefix else b"{"
+        headers = {"Content-Type": "application/json"}
+        if "gzip" in request.headers.get("Accept-Encoding", ""):
+            # n executors each get a spec of n hosts: n² bytes, a quarter of them compressed. Two gzip
+            # members (RFC 1952 §2.2): this answer's head, then the spec's tail compressed once
+            head, rest = gzip.compress(head, mtime=0), memoryview(ready_gzip.tail(registry.ready_answer))
+            headers["Content-Encoding"] = "gzip"
+        else:
+            rest = memoryview(registry.ready_answer)[1:]
+        response = web.StreamResponse(headers=headers)
+        response.content_length = len(head) + len(rest)
+        await response.prepare(request)
+        await response.write(head)
+        await response.write(rest)  # the spec's bytes as they are: never copied per waiter
+        await response.write_eof()
+        return response
 
     async def heartbeat(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Heartbeat)
@@ -218,6 +268,11 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     app.router.add_get("/events.jsonl", events)
     app[REFUSED] = refused
     return app
+
+
+def _wait_of(request: web.Request, default: float) -> float:
+    """A long poll's `wait` query value, in seconds, within [0, LONG_POLL_S]."""
+    return max(0.0, min(float(request.query.get("wait", default)), LONG_POLL_S))
 
 
 async def start(app: web.Application, host: str = "0.0.0.0", port: int = 0) -> tuple[web.AppRunner, int]:

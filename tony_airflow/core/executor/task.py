@@ -4,6 +4,7 @@ set the task environment, run the user command, heartbeat, report the exit code.
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import logging
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import quote
 
 from tony_airflow.core import protocol
 from tony_airflow.core.executor import engine
@@ -35,6 +37,7 @@ AM_LOST_EXIT = 75            # the AM stopped answering: this task gave up (EX_T
 AM_LOST_DEFAULT_S = 60.0     # when the job has no heartbeat timeout
 MAX_CALL_TIMEOUT_S = 10.0    # one heartbeat may not take longer than this
 OUTPUT_NOT_PUBLISHED = 74    # the command exited 0, but its output could not reach HDFS (EX_IOERR)
+REGISTER_WAIT_S = 5.0        # the registration waits this long for the gang (then the cluster-spec long poll)
 ENGINE_FAILED = 1            # the container engine could not run the command (core/executor/engine.py)
 
 
@@ -78,11 +81,15 @@ class RegistryClient:
         for attempt in range(retries):
             headers = protocol.sign(self.secret, method, path, body)
             headers["Content-Type"] = "application/json"
+            headers["Accept-Encoding"] = "gzip"  # the cluster spec of a large gang comes compressed
             try:
                 conn = self._connection(timeout or self.timeout)
                 conn.request(method, path, body=body, headers=headers)
                 resp = conn.getresponse()
-                status, text = resp.status, resp.read().decode(errors="replace")
+                status, raw = resp.status, resp.read()
+                if resp.getheader("Content-Encoding") == "gzip":
+                    raw = gzip.decompress(raw)  # every member: the AM sends the answer's head apart
+                text = raw.decode(errors="replace")
             except (OSError, http.client.HTTPException):
                 self._drop_connection()  # also a keep-alive connection the AM closed: retried at once
                 if attempt == retries - 1:
@@ -131,7 +138,7 @@ class Executor:
         log.info("%s:%d (attempt %d) reserved port %d", self.me.type, self.me.index, self.me.attempt,
                  reservation.port)
         try:
-            answer = self.registry.call("POST", protocol.REGISTER, {
+            answer = self.registry.call("POST", f"{protocol.REGISTER}?wait={self._register_wait():g}", {
                 **self.ident, "host": self.host, "port": reservation.port})
         except RefusedByAM as exc:
             log.info("the AM does not want this task: %s", exc)
@@ -141,12 +148,23 @@ class Executor:
         heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         heartbeats.start()
         try:
-            return self._run_registered(reservation, answer.get("gpus") or [])
+            return self._run_registered(reservation, answer)
         finally:
             self.finished.set()
 
-    def _run_registered(self, reservation: PortReservation, gpus: list[int]) -> int:
-        spec = self._wait_for_spec()
+    def _register_wait(self) -> float:
+        """How long the registration may wait for the gang (its answer then holds the cluster spec):
+        short enough that the AM hears from this task within half its heartbeat timeout."""
+        timeout = self.job.timeouts.heartbeat
+        return min(REGISTER_WAIT_S, timeout / 2) if timeout else REGISTER_WAIT_S
+
+    def _run_registered(self, reservation: PortReservation, registered: dict) -> int:
+        gpus = registered.get("gpus") or []
+        state = registered.get("state")  # the registration's long poll: "ready", "stop", or "wait" (ask again)
+        if state == "ready":
+            spec = registered.get("spec")
+        else:
+            spec = None if state == "stop" else self._wait_for_spec()
         if spec is None:
             reservation.release()
             if self.am_lost.is_set():
@@ -309,7 +327,7 @@ class Executor:
 
     def _wait_for_spec(self) -> dict | None:
         path = (f"{protocol.CLUSTER_SPEC}?attempt={self.me.attempt}&type={self.me.type}&index={self.me.index}"
-                "&wait=20")
+                f"&wait=20&container={quote(self.ident['container_id'])}")
         while not self.stop_requested.is_set():
             try:
                 answer = protocol.ClusterSpecAnswer(**self.registry.call("GET", path, retries=2))

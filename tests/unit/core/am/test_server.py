@@ -116,3 +116,94 @@ def test_the_cluster_spec_is_serialized_once_for_all_the_tasks_waiting_for_it(mo
     assert all(a["state"] == "ready" and len(a["spec"]["hosts"]["worker"]) == n for a in answers)
     assert answers[0]["spec"]["hosts"]["worker"][7] == "h:2007"
     assert copies == [], f"the spec was copied {len(copies)} times for {n} waiters"
+
+
+# ---------------------------------------------- issue #41 item 4: one request to the gang's start
+def test_a_registration_that_waits_answers_with_the_cluster_spec_once_the_gang_formed():
+    """`POST /v1/register?wait=S`: each executor's one request both registers and, once the last of the
+    gang registered, brings the cluster spec (the same bytes for every waiter); without `wait`, the old
+    answer."""
+    n = 5
+
+    async def scenario():
+        reg = Registry(make_job(f"worker:{n}"), "app_1")
+        reg.new_attempt(1)
+        client = await serve(server.build_app(reg, SECRET))
+        try:
+            async def register(i: int, wait: float | None):
+                path = protocol.REGISTER + (f"?wait={wait:g}" if wait is not None else "")
+                body, headers = signed("POST", path, {"type": "worker", "index": i, "attempt": 1,
+                                                      "host": "h", "port": 2000 + i, "container_id": f"c{i}"})
+                resp = await client.post(path, data=body, headers=headers)
+                assert resp.status == 200, await resp.text()
+                return await resp.json()
+
+            plain = await register(0, None)
+            waiting = [asyncio.create_task(register(i, 5)) for i in range(1, n)]
+            return plain, await asyncio.gather(*waiting)
+        finally:
+            await client.close()
+
+    plain, answers = asyncio.run(scenario())
+    assert plain == {"ok": True, "gpus": []}
+    for answer in answers:
+        assert answer["ok"] is True and answer["gpus"] == [] and answer["state"] == "ready"
+        assert answer["spec"]["hosts"]["worker"] == [f"h:{2000 + i}" for i in range(n)]
+
+
+def test_a_registration_that_waits_says_wait_when_the_gang_is_not_whole_and_stop_to_a_released_container():
+    async def scenario():
+        reg = Registry(make_job("worker:2"), "app_1")
+        reg.new_attempt(1)
+        client = await serve(server.build_app(reg, SECRET))
+        try:
+            path = protocol.REGISTER + "?wait=0.2"
+            body, headers = signed("POST", path, {"type": "worker", "index": 0, "attempt": 1, "host": "h",
+                                                  "port": 2000, "container_id": "c0"})
+            first = await (await client.post(path, data=body, headers=headers)).json()
+            reg.release([("worker", 0)], {"c0"})
+            spec_path = f"{protocol.CLUSTER_SPEC}?attempt=1&type=worker&index=0&wait=0.2&container=c0"
+            _, headers = signed("GET", spec_path, b"")
+            released = await (await client.get(spec_path, headers=headers)).json()
+            bad = protocol.REGISTER + "?wait=soon"
+            body, headers = signed("POST", bad, {"type": "worker", "index": 1, "attempt": 1, "host": "h", "port": 1})
+            refused = await client.post(bad, data=body, headers=headers)
+            return first, released, refused.status
+        finally:
+            await client.close()
+
+    first, released, refused = asyncio.run(scenario())
+    assert first == {"ok": True, "gpus": [], "state": "wait", "spec": None}
+    assert released == {"state": "stop", "spec": None}
+    assert refused == 400
+
+
+def test_an_executor_reaches_its_command_with_one_request_when_its_gang_forms_during_its_registration(tmp_path):
+    """The executor's own client against the real server: register (waiting) and run, no cluster-spec poll."""
+    from tony_airflow.core.executor.task import Executor, RegistryClient
+    from tony_airflow.core.runtimes import TaskIdentity
+
+    job = make_job("worker:1")
+    job.command = "true"
+    calls: list[str] = []
+
+    class CountingClient(RegistryClient):
+        def call(self, method, path, payload=None, retries=5, timeout=None):
+            calls.append(path.split("?")[0])
+            return super().call(method, path, payload, retries, timeout)
+
+    async def scenario():
+        reg = Registry(job, "app_1")
+        reg.new_attempt(1)
+        client = await serve(server.build_app(reg, SECRET))
+        try:
+            me = TaskIdentity(type="worker", index=0, attempt=1, app_id="app_1")
+            executor = Executor(job, me, CountingClient(f"127.0.0.1:{client.port}", SECRET), "127.0.0.1",
+                                local=True)
+            return await asyncio.to_thread(executor.run)
+        finally:
+            await client.close()
+
+    assert asyncio.run(scenario()) == 0
+    assert protocol.CLUSTER_SPEC not in calls
+    assert calls[0] == protocol.REGISTER
