@@ -10,12 +10,13 @@ out for as long as Hadoop's clients would (an election takes seconds).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import httpx
+import tenacity
 
+from tony_airflow import retries
 from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.hadoop_tls import ssl_context
 
@@ -52,32 +53,22 @@ def ordered(addresses: Sequence[str], first: int) -> list[int]:
 T = TypeVar("T")
 
 
+class NoneActive(ClusterError):
+    """A round in which no daemon served the call (each dead or standby): asked again while time is left."""
+
+
 def within(wait_s: float, call: Callable[[], T], on_error: Callable[[Exception], None] | None = None) -> T:
-    """`call()` until it returns, pacing the tries with `pauses(wait_s)`; its last error once the time is up."""
-    next_round = pauses(wait_s)
-    while True:
-        try:
-            return call()
-        except Exception as exc:
-            if not next_round():
-                raise
-            if on_error is not None:
-                on_error(exc)
+    """`call()` until it returns, for up to `wait_s` (`failover_rounds`); its last error once the time is up.
+    `on_error` sees each error that is tried again."""
+    policy = failover_rounds(wait_s, Exception)
+    if on_error is not None:
+        policy = policy.copy(before_sleep=lambda state: on_error(state.outcome.exception()))
+    return policy(call)
 
 
-def pauses(wait_s: float) -> Callable[[], bool]:
-    """A round pacer: each call sleeps the next backoff and says whether another round is allowed."""
-    deadline, state = time.monotonic() + wait_s, {"sleep": FAILOVER_SLEEP_BASE_S}
-
-    def next_round() -> bool:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        time.sleep(min(state["sleep"], left))
-        state["sleep"] = min(state["sleep"] * 2, FAILOVER_SLEEP_MAX_S)
-        return True
-
-    return next_round
+def failover_rounds(wait_s: float, retry_on: retries.Retryable) -> tenacity.Retrying:
+    """The pace of rounds over HA daemons while none serves: retries.rounds with this module's pauses."""
+    return retries.rounds(wait_s, FAILOVER_SLEEP_BASE_S, FAILOVER_SLEEP_MAX_S, retry_on)
 
 
 def _json(resp: httpx.Response) -> Any:
@@ -92,9 +83,8 @@ def active_namenode_call(webs: Sequence[str], method: str, path: str, auth: http
                          wait_s: float = NN_FAILOVER_WAIT_S, verify: str | bool = True) -> dict[str, Any]:
     """One WebHDFS call to whichever NameNode of `webs` is active (the JSON answer), failing over on a
     standby answer or a refused connection for up to `wait_s`; ClusterError with each one's reason."""
-    next_round = pauses(wait_s)
     with httpx.Client(auth=auth, timeout=timeout, follow_redirects=True, verify=ssl_context(verify)) as http:
-        while True:
+        def one_round() -> dict[str, Any]:
             reasons = []
             for base in webs:
                 try:
@@ -109,5 +99,6 @@ def active_namenode_call(webs: Sequence[str], method: str, path: str, auth: http
                 if resp.status_code >= 400 or not isinstance(body, dict):
                     raise ClusterError(f"webhdfs: {base}{path}: HTTP {resp.status_code}: {resp.text[:200]}")
                 return body
-            if not next_round():
-                raise ClusterError("webhdfs: no active NameNode: " + "; ".join(reasons))
+            raise NoneActive("webhdfs: no active NameNode: " + "; ".join(reasons))
+
+        return failover_rounds(wait_s, NoneActive)(one_round)

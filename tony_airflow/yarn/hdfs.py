@@ -11,16 +11,22 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
 from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.discovery import require_conf_dir
-from tony_airflow.yarn.failover import NN_FAILOVER_WAIT_S, active_namenode_call, nn_is_standby, ordered, pauses
+from tony_airflow.yarn.failover import (NN_FAILOVER_WAIT_S, active_namenode_call, failover_rounds, nn_is_standby,
+                                        ordered)
 from tony_airflow.yarn.hadoop_addresses import NameNodes, namenodes
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hadoop_tls import tls_verify
 from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, find_token
+
+
+class NoActiveNameNode(ConnectionError):
+    """A round in which no NameNode served the call (each dead or standby): asked again while time is left."""
+
 
 if TYPE_CHECKING:  # fsspec (and httpx) cost a tenth of a second each: loaded when a filesystem is made
     from fsspec.implementations.webhdfs import WebHDFS
@@ -134,13 +140,12 @@ def _webhdfs_class() -> type:
                 served the call) passes it to the next, for up to NN_FAILOVER_WAIT_S."""
                 if len(self.namenodes) < 2:
                     return super()._call(op, method, path, data, redirect, **kwargs)
-                next_round = pauses(NN_FAILOVER_WAIT_S)
-                while True:
+                def one_round() -> Any:
                     reasons = []
                     for index in ordered(self.namenodes, self._active):
                         self.url = f"{self.namenodes[index]}/webhdfs/v1"
                         try:
-                            out = super()._call(op, method, path, data, redirect, **kwargs)
+                            out = super(TimedWebHDFS, self)._call(op, method, path, data, redirect, **kwargs)
                         except NameNodeStandby:
                             reasons.append(f"{self.namenodes[index]}: standby")
                             continue
@@ -151,8 +156,9 @@ def _webhdfs_class() -> type:
                             continue
                         self._active = index
                         return out
-                    if not next_round():
-                        raise ConnectionError("webhdfs: no active NameNode: " + "; ".join(reasons))
+                    raise NoActiveNameNode("webhdfs: no active NameNode: " + "; ".join(reasons))
+
+                return failover_rounds(NN_FAILOVER_WAIT_S, NoActiveNameNode)(one_round)
 
         _CLASS = TimedWebHDFS
     return _CLASS

@@ -23,7 +23,7 @@ import httpx
 
 from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.discovery import require_conf_dir
-from tony_airflow.yarn.failover import ordered, pauses, rm_is_standby
+from tony_airflow.yarn.failover import failover_rounds, ordered, rm_is_standby
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hadoop_tls import ssl_context, tls_verify
 from tony_airflow.yarn.lazy_tls import LazyTLSTransport
@@ -75,6 +75,10 @@ class ResourceManagerError(ClusterError):
         super().__init__(message)
         self.transient = transient
         self.unanswered = unanswered  # no RM answered as the active one: down, or an election in progress
+
+
+class NoActiveResourceManager(ResourceManagerError):
+    """A round in which no ResourceManager answered as the active one: asked again while time is left."""
 
 
 @dataclass(frozen=True)
@@ -231,8 +235,8 @@ class _Base:
 
     @staticmethod
     def _none_active(errors: list[str]) -> ResourceManagerError:
-        return ResourceManagerError("no active ResourceManager answered: " + "; ".join(errors), transient=True,
-                                    unanswered=True)
+        return NoActiveResourceManager("no active ResourceManager answered: " + "; ".join(errors),
+                                       transient=True, unanswered=True)
 
     @staticmethod
     def _check(resp: httpx.Response, call: _Call) -> dict[str, Any]:
@@ -278,8 +282,7 @@ class ResourceManagerClient(_Base):
     def _do(self, call: _Call) -> dict[str, Any]:
         """The call, to the active RM. With HA, while none is active (an election after the active one
         died: seconds) the call waits up to `failover_wait_s` for one, as Hadoop's RM proxy does."""
-        next_round = pauses(self.failover_wait_s) if len(self.addresses) > 1 else (lambda: False)
-        while True:
+        def one_round() -> dict[str, Any]:
             errors: list[str] = []
             refused: list[httpx.Response] = []
             for index in ordered(self.addresses, self._active):
@@ -293,8 +296,10 @@ class ResourceManagerClient(_Base):
                 if served:
                     return body
             self._refusal(refused, call)
-            if not next_round():
-                raise self._none_active(errors)
+            raise self._none_active(errors)
+
+        wait_s = self.failover_wait_s if len(self.addresses) > 1 else 0.0
+        return failover_rounds(wait_s, NoActiveResourceManager)(one_round)
 
     def application(self, app_id: str) -> ApplicationReport:
         return ApplicationReport.from_json(self._do(_app_call(app_id))["app"])

@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 
 import skein
 
+from tony_airflow import retries
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import PART_SUFFIX, create_file
 from tony_airflow.yarn.rest import ResourceManagerClient, ResourceManagerError
@@ -278,16 +279,22 @@ LOOKUP_TRIES, LOOKUP_PAUSE_S = 5, 2.0  # asking the RM whether a submission it d
 
 def _was_accepted(rm: ResourceManagerClient, app_id: str) -> bool:
     """Whether the RM knows `app_id` (a submission whose answer was lost); it says so within a few tries."""
-    for tries in range(LOOKUP_TRIES):
+    def known() -> bool:
         try:
             rm.application(app_id)
             return True
         except ResourceManagerError as exc:
-            if not exc.transient:
-                return False  # 404: the submission never arrived
-        time.sleep(LOOKUP_PAUSE_S * (tries + 1))
-    raise ResourceManagerError(f"the ResourceManager did not answer whether it took {app_id}; its staging "
-                               "directory is kept: see `tony status` for it", transient=True)
+            if exc.transient:
+                raise
+            return False  # 404: the submission never arrived
+
+    transient = retries.tries(LOOKUP_TRIES, LOOKUP_PAUSE_S,
+                              lambda exc: isinstance(exc, ResourceManagerError) and exc.transient)
+    try:
+        return transient(known)
+    except ResourceManagerError:
+        raise ResourceManagerError(f"the ResourceManager did not answer whether it took {app_id}; its staging "
+                                   "directory is kept: see `tony status` for it", transient=True) from None
 
 
 def _forget_staging(fs: WebHDFS, app_dir: str) -> None:

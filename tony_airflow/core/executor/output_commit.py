@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tony_airflow import retries
 from tony_airflow.files import umask
 from tony_airflow.yarn.hdfs import OutputFiles, RemoteFile, WebHdfsFiles, hdfs_path, is_part, part_name, webhdfs
 
@@ -133,6 +134,11 @@ class WriterFenced(RuntimeError):
 
 class FileChanged(Exception):
     """A file changed while it was taken: the round's prefix ends before it."""
+
+
+def _retried_at_the_end(exc: BaseException) -> bool:
+    """The final push is tried again after any error but a newer attempt's fence (and an interrupt)."""
+    return isinstance(exc, Exception) and not isinstance(exc, WriterFenced)
 
 
 class Mirror:
@@ -628,19 +634,14 @@ class Mirror:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        policy = retries.tries(FINAL_TRIES, FINAL_BACKOFF_S, _retried_at_the_end,
+                               log=log, what=f"final push to {self.uri}")
         with self._lock:
-            for tries in range(1, FINAL_TRIES + 1):
-                try:
-                    return self.push(cutoff)
-                except WriterFenced as exc:
-                    log.warning("final push to %s skipped: %s", self.uri, exc)
-                    return 0
-                except Exception as exc:
-                    if tries == FINAL_TRIES:
-                        raise
-                    log.warning("final push to %s failed (try %d/%d): %s", self.uri, tries, FINAL_TRIES, exc)
-                    time.sleep(FINAL_BACKOFF_S * tries)
-            return 0
+            try:
+                return policy(self.push, cutoff)
+            except WriterFenced as exc:
+                log.warning("final push to %s skipped: %s", self.uri, exc)
+                return 0
 
     def stop(self) -> None:
         """Stop the background rounds (a reader: nothing to publish)."""

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote
 
+from tony_airflow.retries import tries
 from tony_airflow.core import protocol
 from tony_airflow.core.executor import engine
 from tony_airflow.core.executor.admin_rules import AdminRules
@@ -37,12 +38,17 @@ AM_LOST_EXIT = 75            # the AM stopped answering: this task gave up (EX_T
 AM_LOST_DEFAULT_S = 60.0     # when the job has no heartbeat timeout
 MAX_CALL_TIMEOUT_S = 10.0    # one heartbeat may not take longer than this
 OUTPUT_NOT_PUBLISHED = 74    # the command exited 0, but its output could not reach HDFS (EX_IOERR)
+CALL_PAUSE_S = 0.5           # between tries of a call to the AM: none, then 0.5 s, 1 s, ...
 REGISTER_WAIT_S = 5.0        # the registration waits this long for the gang (then the cluster-spec long poll)
 ENGINE_FAILED = 1            # the container engine could not run the command (core/executor/engine.py)
 
 
 class RefusedByAM(RuntimeError):
     """The AM answered, and said no (HTTP 4xx): its reason, in one line."""
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    return isinstance(exc, OSError | http.client.HTTPException)
 
 
 class RegistryClient:
@@ -78,8 +84,9 @@ class RegistryClient:
     def call(self, method: str, path: str, payload: dict | None = None, retries: int = 5,
              timeout: float | None = None) -> dict:
         body = json.dumps(payload).encode() if payload is not None else b""
-        for attempt in range(retries):
-            headers = protocol.sign(self.secret, method, path, body)
+
+        def exchange() -> tuple[int, str]:
+            headers = protocol.sign(self.secret, method, path, body)  # a new nonce each try
             headers["Content-Type"] = "application/json"
             headers["Accept-Encoding"] = "gzip"  # the cluster spec of a large gang comes compressed
             try:
@@ -89,21 +96,19 @@ class RegistryClient:
                 status, raw = resp.status, resp.read()
                 if resp.getheader("Content-Encoding") == "gzip":
                     raw = gzip.decompress(raw)  # every member: the AM sends the answer's head apart
-                text = raw.decode(errors="replace")
+                return status, raw.decode(errors="replace")
             except (OSError, http.client.HTTPException):
-                self._drop_connection()  # also a keep-alive connection the AM closed: retried at once
-                if attempt == retries - 1:
-                    raise
-                time.sleep(0.5 * attempt)
-                continue
-            if status >= 400:
-                try:
-                    reason = json.loads(text).get("error") or text
-                except (ValueError, AttributeError):
-                    reason = text
-                raise RefusedByAM(f"{method} {path.split('?')[0]}: HTTP {status}: {' '.join(str(reason).split())[:300]}")
-            return json.loads(text)
-        raise RuntimeError("unreachable")
+                self._drop_connection()  # also a keep-alive connection the AM closed: tried again at once
+                raise
+
+        status, text = tries(retries, CALL_PAUSE_S, _connection_lost, at_once=True)(exchange)
+        if status >= 400:
+            try:
+                reason = json.loads(text).get("error") or text
+            except (ValueError, AttributeError):
+                reason = text
+            raise RefusedByAM(f"{method} {path.split('?')[0]}: HTTP {status}: {' '.join(str(reason).split())[:300]}")
+        return json.loads(text)
 
 
 class Executor:
