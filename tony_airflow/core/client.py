@@ -135,7 +135,7 @@ def docker_env(job: JobSpec, type_name: str, hadoop_conf_dir: str | None = None)
 
 
 PROGRESS_TIMEOUT_S = 5.0
-ENDGAME_POLL_S = 0.2  # RM polls once every task has ended (the application ends within seconds)
+ENDGAME_POLL_S = 0.2  # RM polls once a task has ended or the outcome is decided (the rest follows within seconds)
 # Hadoop's defaults for a client whose ResourceManager does not answer: yarn.resourcemanager.connect.max-wait.ms
 # (15 min) and .retry-interval.ms (30 s); the configuration's own values win (TonyClient).
 RM_PATIENCE_S = 900.0
@@ -270,10 +270,12 @@ class JobHandle:
                 return report
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"{self.app_id} still {report.state} after {timeout}s")
-            # Every task has ended, or the AM that answered stopped answering (it is ending): only the
-            # AMs' shutdown is left, a second or two. Look more often so the caller learns the end when
-            # it happens, not up to a whole interval later; for a bounded number of polls (the RM's load).
-            ending = known is not None and (progress is None or known.total > 0 and known.finished >= known.total)
+            # A task has ended (the others mostly follow: a gang's workers end together, a ps is stopped
+            # then), the attempt's outcome is decided, or the AM that answered stopped answering (it is
+            # ending): what is left is often a second or two. Look more often so the caller learns the end
+            # when it happens, not up to a whole interval later; for a bounded number of polls (the RM's
+            # load: ENDGAME_POLLS, then the caller's interval again).
+            ending = known is not None and (progress is None or known.ending or known.finished > 0)
             fast = fast + 1 if ending else 0
             time.sleep(min(poll, ENDGAME_POLL_S) if 0 < fast <= ENDGAME_POLLS else poll)
 

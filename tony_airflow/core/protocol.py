@@ -241,6 +241,7 @@ class Progress:
     finished: int = 0
     spec_published: bool = False
     waiting: str = ""  # while containers are missing: which, and what YARN says is in the way (core/am/gang.py)
+    ending: bool = False  # the attempt's outcome is decided: its other tasks are stopped, then the AM ends or retries
 
     @classmethod
     def from_dict(cls, data: object) -> Progress | None:

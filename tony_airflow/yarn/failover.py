@@ -11,14 +11,16 @@ out for as long as Hadoop's clients would (an election takes seconds).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
 import tenacity
 
 from tony_airflow import retries
 from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.hadoop_tls import ssl_context
+
+if TYPE_CHECKING:  # httpx costs 0.07 s: the executor's path (WebHDFS through requests) never loads it
+    import httpx
 
 RM_STANDBY_TEXTS = ("This is standby RM", "There is no active RM right now", "Can not find any active RM")
 # How long a NameNode caller keeps asking while no NameNode is active (ZKFC's failover: seconds), and the
@@ -83,6 +85,8 @@ def active_namenode_call(webs: Sequence[str], method: str, path: str, auth: http
                          wait_s: float = NN_FAILOVER_WAIT_S, verify: str | bool = True) -> dict[str, Any]:
     """One WebHDFS call to whichever NameNode of `webs` is active (the JSON answer), failing over on a
     standby answer or a refused connection for up to `wait_s`; ClusterError with each one's reason."""
+    import httpx
+
     with httpx.Client(auth=auth, timeout=timeout, follow_redirects=True, verify=ssl_context(verify)) as http:
         def one_round() -> dict[str, Any]:
             reasons = []

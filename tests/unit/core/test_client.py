@@ -97,13 +97,38 @@ def _waited(monkeypatch, running: int, progress: list, poll: float) -> list[floa
     return slept
 
 
-def test_wait_looks_more_often_once_every_task_has_ended(monkeypatch):
-    """The client learns the end when it happens: after the last task, only the AMs' shutdown is left."""
+def test_wait_looks_more_often_once_a_task_has_ended(monkeypatch):
+    """The client learns the end when it happens: once tasks end, the rest follow within seconds."""
     from tony_airflow.core.client import ENDGAME_POLL_S
     from tony_airflow.core.protocol import Progress
 
-    progress = [Progress(total=3, finished=1), Progress(total=3, finished=3), Progress(total=3, finished=3)]
+    progress = [Progress(total=3, running=3), Progress(total=3, finished=1), Progress(total=3, finished=3)]
     assert _waited(monkeypatch, 3, progress, poll=5.0) == [5.0, ENDGAME_POLL_S, ENDGAME_POLL_S]
+
+
+def test_wait_looks_more_often_once_the_am_decided_the_outcome(monkeypatch):
+    """A task that was told to stop by the outcome (a ps once the workers ended; every task once one
+    failed) may take a heartbeat to go (#41 item 4, the client's wall time over the application's
+    life): the AM says so, and the client looks often from then on."""
+    from tony_airflow.core.client import ENDGAME_POLL_S
+    from tony_airflow.core.protocol import Progress
+
+    progress = [Progress(total=3, running=3), Progress(total=3, running=1, ending=True),
+                Progress(total=3, running=1, ending=True)]
+    assert _waited(monkeypatch, 3, progress, poll=1.0) == [1.0, ENDGAME_POLL_S, ENDGAME_POLL_S]
+
+
+def test_the_registry_says_ending_once_the_attempt_is_over():
+    from tests.unit.core.support import make_job
+    from tony_airflow.core.am.registry import Registry
+
+    reg = Registry(make_job("ps:1,worker:2"), "app_1")
+    reg.new_attempt(1)
+    assert not reg.progress().ending
+    reg.end_attempt()
+    assert reg.progress().ending
+    reg.new_attempt(2)
+    assert not reg.progress().ending
 
 
 def test_wait_keeps_looking_often_when_the_ending_am_stops_answering(monkeypatch):

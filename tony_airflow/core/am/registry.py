@@ -344,7 +344,8 @@ class Registry:
     def progress(self) -> Progress:
         """How far the AM got, for clients (`/progress.json`)."""
         return Progress(attempt=self.attempt, max_attempts=self.allowed_attempts,
-                        spec_published=self.spec_published, waiting=self.waiting, **self.counts())
+                        spec_published=self.spec_published, waiting=self.waiting,
+                        ending=self._attempt_over.is_set(), **self.counts())
 
     def status(self) -> dict[str, Any]:
         return {

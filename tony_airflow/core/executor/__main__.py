@@ -1,6 +1,10 @@
 import os
 
-from tony_airflow.core.executor.boot import start_lookup
+from tony_airflow.lean import lean_imports
+
+lean_imports()  # the executor's own process, and its lookup child: before anything imports skein
+
+from tony_airflow.core.executor.boot import start_lookup  # noqa: E402
 
 lookup = start_lookup(os.environ)  # attempt 1: learnt in a child while this process imports the executor
 
