@@ -16,8 +16,7 @@ from urllib.parse import urlparse
 
 from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.discovery import require_conf_dir
-from tony_airflow.yarn.failover import (NN_FAILOVER_WAIT_S, active_namenode_call, failover_rounds, nn_is_standby,
-                                        ordered)
+from tony_airflow.yarn.failover import NN_FAILOVER_WAIT_S, active_namenode_call, failover_rounds, nn_is_standby, ordered
 from tony_airflow.yarn.hadoop_addresses import NameNodes, namenodes
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hadoop_tls import tls_verify

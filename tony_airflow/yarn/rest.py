@@ -26,8 +26,8 @@ from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.failover import failover_rounds, ordered, rm_is_standby
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hadoop_tls import ssl_context, tls_verify
-from tony_airflow.yarn.lazy_tls import LazyTLSTransport
 from tony_airflow.yarn.kerberos import KerberosLogin, rm_http_auth
+from tony_airflow.yarn.lazy_tls import LazyTLSTransport
 
 
 class YarnState(StrEnum):

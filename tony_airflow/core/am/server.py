@@ -145,7 +145,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
             raise web.HTTPBadRequest(text=json.dumps({"error": f"{request.path}: {exc}"}),
                                      content_type="application/json") from None
 
-    async def register(request: web.Request) -> web.Response:
+    async def register(request: web.Request) -> web.StreamResponse:
         """With `?wait=S`, the answer also holds the cluster spec once the gang formed within S seconds
         (a long poll): one request per executor to the gang's start instead of two."""
         try:
@@ -162,7 +162,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         return await spec_answer(request, msg.attempt, wait, (msg.type, msg.index), msg.container_id,
                                  prefix=registered)
 
-    async def cluster_spec(request: web.Request) -> web.Response:
+    async def cluster_spec(request: web.Request) -> web.StreamResponse:
         try:
             attempt = int(request.query.get("attempt", "0"))
             wait = _wait_of(request, default=LONG_POLL_S)

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote
 
-from tony_airflow.retries import tries
 from tony_airflow.core import protocol
 from tony_airflow.core.executor import engine
 from tony_airflow.core.executor.admin_rules import AdminRules
@@ -31,6 +30,7 @@ from tony_airflow.core.executor.staging import stage_input
 from tony_airflow.core.executor.usage import UsageSampler
 from tony_airflow.core.runtimes import TaskIdentity, task_env
 from tony_airflow.core.spec import JobSpec
+from tony_airflow.retries import tries
 
 log = logging.getLogger("tony.executor")
 STOPPED_BY_AM = 143
@@ -332,7 +332,7 @@ class Executor:
 
     def _wait_for_spec(self) -> dict | None:
         path = (f"{protocol.CLUSTER_SPEC}?attempt={self.me.attempt}&type={self.me.type}&index={self.me.index}"
-                f"&wait=20&container={quote(self.ident['container_id'])}")
+                f"&wait=20&container={quote(str(self.ident['container_id']))}")
         while not self.stop_requested.is_set():
             try:
                 answer = protocol.ClusterSpecAnswer(**self.registry.call("GET", path, retries=2))
