@@ -168,6 +168,7 @@ def run(sizes: list[int], window: float) -> Report:
     import skein
 
     from tony_airflow.core.client import TonyClient
+    from tony_airflow.core.protocol import APP_TAG
 
     local_cluster()
     client = TonyClient()
@@ -178,7 +179,9 @@ def run(sizes: list[int], window: float) -> Report:
     rows: list[Row] = []
 
     def waited_on() -> skein.ApplicationSpec:
-        return skein.ApplicationSpec(name="bench-waited-on", master=skein.Master(
+        # the project's tag, as every job the operator submits carries: the shared poll's rounds ask for the
+        # project's applications (an untagged one is another tool's, asked for by its own trigger)
+        return skein.ApplicationSpec(name="bench-waited-on", tags={APP_TAG}, master=skein.Master(
             resources=skein.Resources(memory=256, vcores=1), script="sleep 3600"))
 
     app_ids = [client.submit_spec(waited_on()) for _ in range(APPS)]
