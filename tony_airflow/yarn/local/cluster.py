@@ -50,6 +50,7 @@ from tony_airflow.yarn.local.processes import (
     pid_alive,
     pid_from_file,
     terminate,
+    wait_exited,
 )
 from tony_airflow.yarn.local.secure import krb5_java_options
 
@@ -333,6 +334,7 @@ class LocalCluster:
         running = {d.name: running.get(d.name) for d in daemons}
         for daemon in daemons:
             if running[daemon.name] is None and daemon.host is None:
+                wait_exited(self._pid_file(daemon))  # a crashed run's daemon may still be letting go of its ports
                 for key in DAEMON_PORTS[daemon.name]:
                     port = settings.ports[key]
                     if not port_is_free(port):

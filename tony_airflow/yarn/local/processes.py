@@ -99,6 +99,23 @@ def pid_from_file(pid_file: Path, marker: bytes) -> int | None:
     return None
 
 
+EXIT_WAIT_S = 10.0
+
+
+def wait_exited(pid_file: Path, wait_s: float = EXIT_WAIT_S, pause_s: float = 0.05) -> None:
+    """A daemon SIGKILLed a moment ago may still be exiting: its memory released already (its command line
+    reads empty, so pid_from_file no longer knows it) while its sockets are still open. Wait, up to
+    `wait_s`, until the process the pid file names has ended (gone, or a zombie: its files are closed).
+    A live process with a command line is left alone: a pid reused by another program is not ours to wait for."""
+    try:
+        pid = int(pid_file.read_text())
+    except (OSError, ValueError):
+        return
+    deadline = time.monotonic() + wait_s
+    while pid_alive(pid) and not _cmdline(pid) and time.monotonic() < deadline:
+        time.sleep(pause_s)
+
+
 def stop_from_file(pid_file: Path, marker: bytes, grace: float) -> None:
     """Stop the process a pid file names (SIGTERM, SIGKILL after `grace` seconds); remove the file."""
     pid = pid_from_file(pid_file, marker)
