@@ -27,10 +27,10 @@ def _failing(times: int, error: type[BaseException] = Flaky):
     return call, calls
 
 
-def test_rounds_pause_doubling_to_a_cap_and_start_no_try_after_the_wait(monkeypatch):
+def test_rounds_pause_doubling_to_a_cap_and_start_no_try_after_the_wait():
     slept: list[float] = []
     policy = retries.rounds(wait_s=10.0, base_s=0.5, max_s=2.0, retry_on=Flaky).copy(sleep=slept.append)
-    call, calls = _failing(4)
+    call, _ = _failing(4)
     assert policy(call) == "served"
     assert slept == [0.5, 1.0, 2.0, 2.0]
 
@@ -75,7 +75,7 @@ def test_tries_at_once_first_try_again_without_a_pause():
     assert slept == [0.0, 0.5, 1.0]
 
 
-def test_an_interrupt_is_never_tried_again_by_the_final_push(tmp_path):
+def test_an_interrupt_is_never_tried_again_by_the_final_push():
     from tony_airflow.core.executor.output_commit import WriterFenced, _retried_at_the_end
 
     assert _retried_at_the_end(OSError("link down"))
