@@ -12,7 +12,8 @@ The rules (docs/ARCHITECTURE.md, "The output's commit protocol", says why each o
    changed in the order they were last modified and stops at the first one it cannot publish whole
    (changed within QUIET_S, gone, changed while it was taken). A pointer written last (TensorFlow's
    `checkpoint`, PyTorch's `latest`, a hand-written one) never overtakes the files written before it,
-   whatever the framework. Deletions are published only by a round that reached the end.
+   whatever the framework. Deletions are published only by a round that reached the end, and never
+   from a directory that is gone (YARN removes an ended container's directory; a walk then finds nothing).
 3. A version of a file is (size, mtime_ns, inode), recorded when it is published or pulled. A round
    first opens every file of its prefix, then copies each into a local snapshot (the next save may drop
    or rewrite it meanwhile), then uploads the snapshots: each under a temporary name, renamed into place
@@ -132,13 +133,20 @@ class WriterFenced(RuntimeError):
     """A newer writer has claimed the output (or this one was halted): it publishes nothing more."""
 
 
+class OutputDirectoryGone(RuntimeError):
+    """The local output directory no longer exists: YARN removed the container's directory, or the program
+    removed its output. What a walk then misses says nothing of what the program deleted: nothing is
+    published and nothing removed from HDFS."""
+
+
 class FileChanged(Exception):
     """A file changed while it was taken: the round's prefix ends before it."""
 
 
 def _retried_at_the_end(exc: BaseException) -> bool:
-    """The final push is tried again after any error but a newer attempt's fence (and an interrupt)."""
-    return isinstance(exc, Exception) and not isinstance(exc, WriterFenced)
+    """The final push is tried again after any error but a newer attempt's fence, a directory that is gone
+    (the program has ended: it will not come back), and an interrupt."""
+    return isinstance(exc, Exception) and not isinstance(exc, (WriterFenced, OutputDirectoryGone))
 
 
 class Mirror:
@@ -186,12 +194,14 @@ class Mirror:
                 try:
                     staged.append((rel, info, self._fetch(rel, info)))
                 except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                    log.info("pull of %s stopped at %s: gone since the listing", self.uri, rel)
                     break  # gone since the listing: what comes after it may depend on what replaced it
             if staged and while_written:
                 again = self._remote_files()
                 for n, (rel, info, _) in enumerate(staged):
                     # replaced meanwhile: the copy may not be the listed version (an event file only grows)
                     if EVENTS not in rel and again.get(rel) != info:
+                        log.info("pull of %s stopped at %s: replaced since the listing", self.uri, rel)
                         staged, dropped = staged[:n], staged[n:]
                         for _, _, tmp in dropped:
                             _unlink(tmp)
@@ -398,11 +408,19 @@ class Mirror:
         for rel in grown:
             count += self._grow(rel, sizes)
         if complete:
+            self._still_there()  # a removal that began during the walk: the walk may have seen half of it
             count += self._remove_deleted(present)
         return count, blocked_at
 
+    def _still_there(self) -> None:
+        """The local directory exists (rule 2's deletions come from walking it, never from its absence)."""
+        if not self.local.is_dir():
+            raise OutputDirectoryGone(f"the local output directory {self.local} no longer exists "
+                                      f"(its container was cleaned up?): nothing more is published to {self.uri}")
+
     def _walk(self) -> dict[str, os.stat_result]:
         """Every regular file under the directory (not an upload under way), by its path relative to it."""
+        self._still_there()
         found: dict[str, os.stat_result] = {}
         for root, _dirs, names in os.walk(self.local, onerror=lambda exc: None):
             for name in names:

@@ -389,9 +389,11 @@ class Executor:
         # A later attempt resumes from what an earlier one wrote: its checkpoints and files, not the old
         # attempts' event files (TensorBoard reads those from HDFS, and only what it shows).
         if me.type == "tensorboard":
-            mirror.pull(only_tensorboard=True)
+            taken = mirror.pull(only_tensorboard=True)
         else:
-            mirror.pull(events=False)
+            taken = mirror.pull(events=False)
+        log.info("output %s: %d file(s) taken from HDFS%s", self.job.output_path, taken,
+                 f" (writer epoch {mirror.epoch})" if writer else "")
         if writer:
             mirror.adopt()
         env["DTF_OUTPUT_URI"] = self.job.output_path

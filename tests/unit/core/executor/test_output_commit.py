@@ -738,3 +738,45 @@ def test_a_pulled_file_has_the_mode_the_program_would_give_it(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "in" / "part-0").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
+
+
+# ------------------------------------------------- the local directory removed under a live writer
+def test_a_writer_whose_local_directory_was_removed_removes_nothing_from_hdfs(tmp_path):
+    """Found by the fresh-clone run (test_a_lost_am_host_is_survived_by_a_trainer_that_writes_data_index_
+    then_a_pointer): YARN's SIGTERM ended the container's shell at once, the NodeManager removed the
+    container's directory, and the executor, still alive, pushed once more: its walk found nothing, the
+    round "reached the end", and it removed every file it had published — the next attempt started from
+    scratch. A directory that is gone says nothing about what the program deleted."""
+    out = tmp_path / "chief"
+    fs = MemoryHDFS()
+    _write(out / "ckpt" / "ckpt-1.data", b"d1")
+    _write(out / "ckpt" / "ckpt-1.index", b"i1")
+    _write(out / "ckpt" / "checkpoint", b'model_checkpoint_path: "ckpt-1"\n')
+    mirror = _mirror(out, fs)
+    mirror.claim()
+    mirror.pull(events=False)
+    mirror.push(cutoff=math.inf)
+    published = fs.visible("/out")
+    assert set(published) == {"ckpt/ckpt-1.data", "ckpt/ckpt-1.index", "ckpt/checkpoint"}
+    import shutil
+
+    shutil.rmtree(out)  # the NodeManager's clean-up of the container's directory
+    with pytest.raises(staging.OutputDirectoryGone, match="no longer exists"):
+        mirror.push(cutoff=math.inf)
+    with pytest.raises(staging.OutputDirectoryGone):
+        mirror.finish(cutoff=math.inf)  # not tried again: the directory will not come back
+    assert fs.visible("/out") == published
+
+
+def test_a_program_that_empties_its_output_directory_is_followed(tmp_path):
+    """The program's own deletions still reach HDFS: an empty directory is not a missing one."""
+    out = tmp_path / "chief"
+    fs = MemoryHDFS()
+    _write(out / "a.txt", b"a")
+    mirror = _mirror(out, fs)
+    mirror.claim()
+    mirror.pull(events=False)
+    mirror.push(cutoff=math.inf)
+    (out / "a.txt").unlink()
+    mirror.push(cutoff=math.inf)
+    assert fs.visible("/out") == {}

@@ -7,6 +7,7 @@ Programs write as real ones do, into real local directories: TensorFlow-style sa
 place, event-file appends, deletions, a path that changes kind (file <-> directory), a file the executor
 cannot read. Faults: a push cut after any request, a stop at any moment (the final push with its
 cutoff), a new attempt (claim, pull, adopt) — also claiming in the middle of the old writer's round —,
+the local directory removed under a live writer (YARN's clean-up of an ended container),
 an older writer waking up, a reader's pull. Time is virtual: every write sets its file's mtime, and
 every push is given its cutoff, so the quiet rule is exercised exactly.
 
@@ -17,6 +18,8 @@ Invariants:
 - no rename by a writer after a newer writer's claim completed, and at most one APPEND or DELETE (the one
   request already past its fence check when the claim landed: HDFS has no conditional append or delete);
 - a reader holds at most what HDFS holds plus one checkpoint;
+- a checkpoint HDFS showed is never taken back: its pointer stays, naming it or a later one (also when
+  YARN removed a live writer's local directory: a directory that is gone is not one the program emptied);
 - after a stop whose final push went through, HDFS's checkpoint is never older than the newest one that
   was quiet for QUIET_S before the stop.
 
@@ -104,6 +107,8 @@ def _module_under_test():
 
 UNDER_TEST = _module_under_test()
 FENCED = (WriterFenced, UNDER_TEST.WriterFenced)
+GONE = tuple(m.OutputDirectoryGone for m in (output_commit, UNDER_TEST)
+             if hasattr(m, "OutputDirectoryGone"))  # an older mirror has none
 
 
 def _mirror_under_test() -> type[Mirror]:
@@ -317,6 +322,19 @@ class OutputCommitModel(RuleBasedStateMachine):
             self._check_stop(cutoff)
         self._new_attempt(None)
 
+    @rule(clean=st.booleans())
+    def container_directory_removed(self, clean: bool) -> None:
+        """YARN ended the container and removed its directory while the executor still ran (the container's
+        shell died at YARN's SIGTERM): a round of the loop, then the final push, over a directory that is
+        gone; then the next attempt."""
+        shutil.rmtree(self.program.local, ignore_errors=True)
+        for cutoff in (self.clock[0] - output_commit.QUIET_S, float("inf") if clean else self.clock[0]):
+            try:
+                self.mirror.push(cutoff=cutoff)
+            except (LinkDown, *FENCED, *GONE):
+                pass
+        self._new_attempt(None)
+
     @rule(at=st.integers(0, 10))
     def new_attempt_claims_during_a_round(self, at: int) -> None:
         """A lost executor's writer is still in a round when the next attempt claims the output."""
@@ -369,6 +387,24 @@ class OutputCommitModel(RuleBasedStateMachine):
             data, index = seen.get(f"{style}/ckpt-{n}.data"), seen.get(f"{style}/ckpt-{n}.index")
             assert data is not None and index is not None, f"{style}/checkpoint names ckpt-{n}: {sorted(seen)}"
             assert data.split(b":")[1] == index.split(b":")[1], f"{style}/ckpt-{n} mixes saves: {data!r} {index!r}"
+
+    @invariant()
+    def a_published_checkpoint_is_never_taken_back(self) -> None:
+        """Programs never delete their pointer, and a retry resumes from the one HDFS holds: once HDFS
+        showed `checkpoint` naming ckpt-N, it always shows one naming ckpt-N or a later one."""
+        if not hasattr(self, "store"):
+            return
+        seen = self._visible()
+        newest = self.__dict__.setdefault("newest_published", {})
+        for style in STYLES:
+            pointer = seen.get(f"{style}/checkpoint")
+            if style in newest:
+                assert pointer is not None, f"{style}/checkpoint (ckpt-{newest[style]}) was taken back from HDFS"
+            if pointer is None:
+                continue
+            n = int(POINTER.search(pointer).group(1))
+            assert n >= newest.get(style, n), f"{style}/checkpoint went back from ckpt-{newest[style]} to ckpt-{n}"
+            newest[style] = n
 
     @invariant()
     def nothing_is_published_by_a_writer_after_a_newer_claim(self) -> None:
