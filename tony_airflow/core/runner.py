@@ -119,9 +119,11 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                     signal.signal(s, signal.SIG_IGN)
                 print(f"{why}: killing {handle.app_id}", file=log, flush=True)
                 report = _kill_and_wait(handle)
-                if report.is_terminal:
-                    client.remove_staging(handle.app_id, wait_s=0)
                 outcome.terminated_by = str(why)
+            if report.is_terminal:
+                # skein's AM removes it only after unregistering, and only when the job ends by itself:
+                # once the RM says it ended, nothing starts from it any more, whoever removes it first.
+                client.remove_staging(handle.app_id, wait_s=0)
             outcome.final_status = report.final_status if report.is_terminal else "KILLED"
             outcome.diagnostics = report.diagnostics.strip()
             if live is not None and not outcome.terminated:

@@ -72,6 +72,16 @@ def test_a_signal_during_submission_kills_the_submitted_application(sigint_defau
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
 
 
+def test_a_job_that_ends_by_itself_leaves_no_staging_directory_when_the_command_returns():
+    """skein's AM unregisters, then removes the staging directory: a client that sees FINISHED at once
+    (the endgame's quick polls) returned before the removal (the fresh-clone run's
+    test_staging_directories_do_not_outlive_their_applications). The waiting client removes it too."""
+    client = FakeClient("")
+    outcome = run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
+                                client_factory=lambda: client)
+    assert outcome.final_status == "SUCCEEDED" and client.staging_removed == [APP]
+
+
 def test_a_sigint_ignored_at_start_stays_ignored_and_kills_nothing(sigint_default):
     """`ytf-submit … &` in a script, or under nohup: its SIGINT is ignored, as the shell meant (#44 item 11)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

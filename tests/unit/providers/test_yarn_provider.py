@@ -48,6 +48,7 @@ class FakeTonyClient:
     def __init__(self, rm: FakeResourceManager, states: list[tuple[str, str]], diagnostics: str = "") -> None:
         self.rm, self.states, self.diagnostics = rm, states, diagnostics
         self.submitted: list[Any] = []
+        self.staging_removed: list[str] = []
 
     def submit(self, job):
         job_id = f"application_1700000000000_{len(self.submitted) + 1:04d}"
@@ -60,6 +61,10 @@ class FakeTonyClient:
 
     def kill(self, app_id: str) -> None:  # the core's kill, without HDFS: its staging removal is tested apart
         ResourceManagerClient(self.rm.url, user="alice").kill(app_id)
+
+    def remove_staging(self, app_id: str, wait_s: float = 0) -> bool:
+        self.staging_removed.append(app_id)
+        return True
 
     def close(self) -> None:
         pass
@@ -301,6 +306,21 @@ def test_operator_deferrable_defers_to_the_trigger_and_completes_from_its_event(
         op.execute_complete(ctx, {**ok, "status": "killed", "final_status": "KILLED", "diagnostics": "killed by alice"})
     with pytest.raises(AirflowException, match="cannot watch"):
         op.execute_complete(ctx, {"status": "error", "application_id": "x", "message": "cannot watch x"})
+
+
+@pytest.mark.parametrize("deferrable", [False, True])
+def test_the_operator_leaves_no_staging_directory_once_its_application_ended(fake_rm, monkeypatch, deferrable):
+    """skein's AM removes it only after unregistering: the task may see the end first (runner's twin)."""
+    op, client = _operator(fake_rm, monkeypatch, deferrable=deferrable)
+    ctx = task_context()
+    if deferrable:
+        with pytest.raises(TaskDeferred) as deferred:
+            op.execute(ctx)
+        app = deferred.value.trigger.application_id
+        op.execute_complete(ctx, {"status": "success", "application_id": app, "final_status": "SUCCEEDED"})
+    else:
+        app = op.execute(ctx)
+    assert client.staging_removed == [app]
 
 
 def test_a_deferring_operator_logs_the_state_it_leaves_and_the_trigger_goes_on_from_there(fake_rm, monkeypatch):

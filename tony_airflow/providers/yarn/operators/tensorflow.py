@@ -295,7 +295,10 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         if self.stream_logs:
             live = self._live_output(FollowState.from_dict(event.get("follow")))
             self._finish_output(live, event["application_id"], event["final_status"], event.get("diagnostics", ""))
-        self._conclude(context, event["application_id"], event["final_status"], event.get("diagnostics", ""))
+        try:
+            self._conclude(context, event["application_id"], event["final_status"], event.get("diagnostics", ""))
+        finally:
+            self._close_client()
         return event["application_id"]
 
     def on_kill(self) -> None:
@@ -388,6 +391,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.log.info("%s %s", app_id, usage_line(usage))
 
     def _conclude(self, context: Any, app_id: str, final_status: str, diagnostics: str) -> None:
+        self._tony_client().remove_staging(app_id, wait_s=0)  # skein's AM does only after unregistering
         self._push_usage(context, app_id)
         context["ti"].xcom_push(key=FINAL_STATUS_KEY, value=final_status)
         if final_status != "SUCCEEDED":
