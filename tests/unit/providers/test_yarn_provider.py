@@ -323,6 +323,16 @@ def test_the_operator_leaves_no_staging_directory_once_its_application_ended(fak
     assert client.staging_removed == [app]
 
 
+def test_a_staging_directory_that_cannot_be_removed_does_not_fail_the_task(fake_rm, monkeypatch):
+    op, client = _operator(fake_rm, monkeypatch)
+
+    def refuse(app_id: str, wait_s: float = 0) -> bool:
+        raise AirflowFailException("hadoop_conf_dir: no Hadoop configuration found")
+
+    monkeypatch.setattr(client, "remove_staging", refuse)
+    assert op.execute(task_context()).startswith("application_")
+
+
 def test_a_deferring_operator_logs_the_state_it_leaves_and_the_trigger_goes_on_from_there(fake_rm, monkeypatch):
     # The triggerer may pick the trigger up seconds later, when the application already runs: the state
     # at submission is logged by the task itself, and the trigger logs only what comes after it.

@@ -48,7 +48,7 @@ def _container(tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.Popen, i
 def test_an_executor_in_a_container_ends_when_yarns_sigterm_ends_the_containers_shell(tmp_path):
     env = {**os.environ, "CONTAINER_ID": "container_1_0001_01_000002"}
     shell, pid, tied = _container(tmp_path, env)
-    assert tied == "True" and os.getppid() != pid
+    assert tied == "True"
     shell.send_signal(signal.SIGTERM)  # YARN: `kill -TERM -<pgid>` reaches the shell first, and it dies
     assert shell.wait(timeout=10) == -signal.SIGTERM
     polls = 0

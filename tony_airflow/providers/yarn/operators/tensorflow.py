@@ -390,8 +390,16 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         context["ti"].xcom_push(key=USAGE_KEY, value=usage)
         self.log.info("%s %s", app_id, usage_line(usage))
 
+    def _remove_staging(self, app_id: str) -> None:
+        """skein's AM removes the staging directory only after unregistering: this task may see the end
+        first. Housekeeping: never the task's outcome (the next submission's sweep takes what is left)."""
+        try:
+            self._tony_client().remove_staging(app_id, wait_s=0)
+        except Exception as exc:
+            self.log.info("the staging directory of %s stays for the next sweep: %s", app_id, exc)
+
     def _conclude(self, context: Any, app_id: str, final_status: str, diagnostics: str) -> None:
-        self._tony_client().remove_staging(app_id, wait_s=0)  # skein's AM does only after unregistering
+        self._remove_staging(app_id)
         self._push_usage(context, app_id)
         context["ti"].xcom_push(key=FINAL_STATUS_KEY, value=final_status)
         if final_status != "SUCCEEDED":
