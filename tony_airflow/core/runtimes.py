@@ -23,7 +23,8 @@ class TaskIdentity:
     app_id: str
 
 
-def _chief(cluster: dict[str, list[str]]) -> tuple[str, int] | None:
+def chief_of(cluster: dict[str, list[str]]) -> tuple[str, int] | None:
+    """The task that is chief (IS_CHIEF), the output's writer: a chief, else master 0, else worker 0."""
     for name in ("chief", "master", "worker"):
         if cluster.get(name):
             return name, 0
@@ -42,7 +43,7 @@ def base_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) -> dic
         "JOB_NAME": me.type,
         "TASK_INDEX": str(me.index),
         "TASK_NUM": str(sum(len(a) for a in cluster.values())),
-        "IS_CHIEF": str(_chief(cluster) == (me.type, me.index)).lower(),
+        "IS_CHIEF": str(chief_of(cluster) == (me.type, me.index)).lower(),
         "CLUSTER_SPEC": json.dumps(cluster, sort_keys=True),
         ENV_APPLICATION_ID: me.app_id,
         ENV_ATTEMPT: str(me.attempt),
@@ -73,7 +74,7 @@ def pytorch_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) -> 
     if job.tasks[me.type].role == "sidecar":
         return {}
     order = [(t, i) for t in job.cluster_types() if t in hosts for i in range(len(hosts[t]))]
-    chief = _chief({t: hosts[t] for t in job.cluster_types() if t in hosts}) or order[0]
+    chief = chief_of({t: hosts[t] for t in job.cluster_types() if t in hosts}) or order[0]
     master_host, master_port = hosts[chief[0]][chief[1]].rsplit(":", 1)
     return {
         "MASTER_ADDR": master_host,

@@ -60,6 +60,8 @@ MARK_PREFIX = ".tony-writer"  # `.tony-writer-<epoch>`, holding "<application> <
 EVENTS = ".tfevents."  # TensorBoard's event files: they grow in place
 SNAPSHOTS = ".tony-snapshots"  # beside the output directory: the versions a round is uploading
 CLAIM_TRIES = 20
+CLAIM_WAIT_S = 120.0   # how long a task beside the chief waits for its attempt's claim (the chief may stage input first)
+PULL_TRIES = 5         # pulls of the claimed state, each cut short by the chief's new output replacing a file
 
 
 @dataclass(frozen=True)
@@ -181,11 +183,49 @@ class Mirror:
         not taken yet, and files HDFS no longer has are removed here. An input is complete, and its empty
         files (e.g. `_SUCCESS`) are copied too. `events`: take TensorBoard's event files (a task that
         only resumes from checkpoints needs none); `only_tensorboard`: nothing else (TensorBoard)."""
+        return self._pull(while_written, events, only_tensorboard)[0]
+
+    def pull_as_of_claim(self, events: bool = True, wait_s: float = CLAIM_WAIT_S) -> int:
+        """A task beside its chief (a worker, a ps) resumes from what the chief resumed from: what HDFS held
+        when this attempt's chief claimed the output (rule 5). A file changed after the claim is the chief's
+        new output and is not taken; a pull cut short by one (replaced while it was downloaded) is tried
+        again, up to PULL_TRIES. No claim within `wait_s` (the chief cannot reach HDFS): a plain pull."""
+        claimed = self.claim_time(wait_s)
+        if claimed is None:
+            log.warning("%s: no claim by this attempt's chief in %.0f s: taking what HDFS holds now", self.uri, wait_s)
+            return self.pull(events=events)
+        count = 0
+        for _ in range(PULL_TRIES):
+            taken, whole = self._pull(events=events, as_of_ms=claimed)
+            count += taken
+            if whole:
+                break
+        return count
+
+    def claim_time(self, wait_s: float = CLAIM_WAIT_S, poll_s: float = 0.25) -> int | None:
+        """When this attempt's writer claimed the output (its mark's modification time, HDFS's ms), waiting up
+        to `wait_s` for the claim; None when none came."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            for path, info in self.files.list(self.remote).items():
+                epoch = mark_epoch(path)
+                if epoch is not None and self._whose(epoch) == self.attempt:
+                    return info.mtime_ms
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(poll_s)
+
+    def _pull(self, while_written: bool = True, events: bool = True, only_tensorboard: bool = False,
+              as_of_ms: int | None = None) -> tuple[int, bool]:
+        """`pull`, and whether it took the whole listing (False: stopped at a file gone or replaced).
+        `as_of_ms`: only files HDFS last changed then or before."""
         self.local.mkdir(parents=True, exist_ok=True)
         listing = self._remote_files()
         wanted = {rel: info for rel, info in listing.items() if rel not in self._own
-                  and (events or EVENTS not in rel) and (not only_tensorboard or is_tensorboard_file(rel))}
+                  and (events or EVENTS not in rel) and (not only_tensorboard or is_tensorboard_file(rel))
+                  and (as_of_ms is None or info.mtime_ms <= as_of_ms)}
         count = 0
+        whole = True
         staged: list[tuple[str, RemoteFile, Path | None]] = []
         try:
             for rel, info in sorted(wanted.items(), key=lambda item: (item[1].mtime_ms, item[0])):
@@ -195,6 +235,7 @@ class Mirror:
                     staged.append((rel, info, self._fetch(rel, info)))
                 except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                     log.info("pull of %s stopped at %s: gone since the listing", self.uri, rel)
+                    whole = False
                     break  # gone since the listing: what comes after it may depend on what replaced it
             if staged and while_written:
                 again = self._remote_files()
@@ -202,6 +243,7 @@ class Mirror:
                     # replaced meanwhile: the copy may not be the listed version (an event file only grows)
                     if EVENTS not in rel and again.get(rel) != info:
                         log.info("pull of %s stopped at %s: replaced since the listing", self.uri, rel)
+                        whole = False
                         staged, dropped = staged[:n], staged[n:]
                         for _, _, tmp in dropped:
                             _unlink(tmp)
@@ -221,7 +263,7 @@ class Mirror:
             self._tidy_tmp_dir()
         if while_written:
             count += self._drop_gone(wanted)
-        return count
+        return count, whole
 
     def _remote_files(self) -> dict[str, RemoteFile]:
         listing = self.files.list(self.remote)

@@ -28,7 +28,7 @@ from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
 from tony_airflow.core.executor.staging import stage_input
 from tony_airflow.core.executor.usage import UsageSampler
-from tony_airflow.core.runtimes import TaskIdentity, task_env
+from tony_airflow.core.runtimes import TaskIdentity, chief_of, task_env
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.retries import tries
 
@@ -390,8 +390,10 @@ class Executor:
         # attempts' event files (TensorBoard reads those from HDFS, and only what it shows).
         if me.type == "tensorboard":
             taken = mirror.pull(only_tensorboard=True)
-        else:
+        elif writer or evaluator or chief_of(json.loads(env.get("CLUSTER_SPEC") or "{}")) is None:
             taken = mirror.pull(events=False)
+        else:  # beside the chief (MultiWorkerMirroredStrategy's workers must restore the same checkpoint)
+            taken = mirror.pull_as_of_claim(events=False)
         log.info("output %s: %d file(s) taken from HDFS%s", self.job.output_path, taken,
                  f" (writer epoch {mirror.epoch})" if writer else "")
         if writer:

@@ -780,3 +780,55 @@ def test_a_program_that_empties_its_output_directory_is_followed(tmp_path):
     (out / "a.txt").unlink()
     mirror.push(cutoff=math.inf)
     assert fs.visible("/out") == {}
+
+
+# ------------------------------------------- the workers of an attempt resume from their chief's state
+def _attempt_one_left(fs: MemoryHDFS) -> None:
+    """What attempt 1 published: a large file, then checkpoint 3 (data, index, pointer)."""
+    fs._write("/out/ballast.bin", b"v1" * 4000)
+    fs._write("/out/ckpt/ckpt-3.data", b"d3")
+    fs._write("/out/ckpt/ckpt-3.index", b"i3")
+    fs._write("/out/ckpt/checkpoint", b'model_checkpoint_path: "ckpt-3"\n')
+
+
+def test_a_worker_resumes_from_the_checkpoint_its_chief_took_though_the_chief_already_publishes(tmp_path):
+    """Found by a fresh-clone run (test_a_cut_link_is_left_behind_by_the_second_attempt, the NameNode's audit
+    log): attempt 2's worker:1 was still downloading ballast.bin when its chief, already training, published
+    a new one; worker:1's pull stopped there and dropped the checkpoint after it, so worker:1 began from
+    scratch and the chief from ckpt-3, and TensorFlow's collectives failed ("Collective instance 122
+    expected type 1 and data_type 9 but got type 1 and data_type 1"): attempt 2 FAILED. A worker takes what
+    HDFS held when its attempt's chief claimed the output, which is what the chief resumed from."""
+    fs = MemoryHDFS()
+    _attempt_one_left(fs)
+    chief = _mirror(tmp_path / "chief", fs, attempt=2)
+    chief.claim()
+    chief.pull(events=False)
+    chief.adopt()
+    worker = _mirror(tmp_path / "worker1", fs, attempt=2, task="worker1")
+
+    def chief_publishes(op: str, path: str) -> None:
+        if op == "read" and path.endswith("ballast.bin") and fs.files["/out/ballast.bin"].startswith(b"v1"):
+            fs._write("/out/ballast.bin", b"v2" * 4000)  # the chief's first round, during the worker's download
+    fs.before = chief_publishes
+    worker.pull_as_of_claim(events=False)
+    fs.before = None
+    got = {str(p.relative_to(worker.local)): p.read_bytes() for p in worker.local.rglob("*") if p.is_file()}
+    assert got["ckpt/checkpoint"] == b'model_checkpoint_path: "ckpt-3"\n'
+    assert got["ckpt/ckpt-3.data"] == b"d3" and got["ckpt/ckpt-3.index"] == b"i3"
+    assert "ballast.bin" not in got  # v1 is gone from HDFS, v2 is the chief's new output: neither is taken
+
+
+def test_a_worker_waits_for_its_chiefs_claim_and_goes_on_without_it_after_a_while(tmp_path):
+    fs = MemoryHDFS()
+    _attempt_one_left(fs)
+    old = _mirror(tmp_path / "old", fs, attempt=1)
+    old.claim()  # attempt 1's mark: not this attempt's claim
+    worker = _mirror(tmp_path / "worker1", fs, attempt=2, task="worker1")
+    assert worker.claim_time(wait_s=0.3) is None
+    chief = _mirror(tmp_path / "chief", fs, attempt=2)
+    chief.claim()
+    mark_ms = max(info.mtime_ms for path, info in fs.list("/out").items() if ".tony-writer" in path)
+    assert worker.claim_time(wait_s=0.3) == mark_ms
+    fs._write("/out/ckpt/ckpt-4.data", b"d4")  # after the claim: the chief's, not taken
+    worker.pull_as_of_claim(events=False)
+    assert not (worker.local / "ckpt" / "ckpt-4.data").exists() and (worker.local / "ckpt" / "checkpoint").exists()
