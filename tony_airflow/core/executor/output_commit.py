@@ -22,7 +22,9 @@ The rules (docs/ARCHITECTURE.md, "The output's commit protocol", says why each o
    never hold the order back. A file the executor cannot read is not part of the output (said once).
 5. A reader (a retry resuming, the evaluator, TensorBoard) takes files in HDFS's modification order,
    stops at the first one gone or changed since its listing, keeps what HDFS has and no more (what HDFS
-   no longer has is removed), and never takes a temporary file or a writer's mark.
+   no longer has is removed), and never takes a temporary file or a writer's mark. A task beside its
+   chief (a worker, a ps) takes what HDFS held when its attempt's chief claimed the output — what the
+   chief resumed from — skipping the chief's newer files and trying again when one cut its pull short.
 6. A stop: the final push publishes only files unchanged since QUIET_S before the stop (everything after
    a clean exit); a round under way finishes its current upload first; a writer whose AM is gone
    (halt) publishes nothing more.
