@@ -363,12 +363,14 @@ class Mirror:
 
     def _whose(self, epoch: int) -> tuple[str, int] | None:
         """(application, attempt) of a mark, read once; None: gone meanwhile (a newer claim removed it)."""
-        if epoch not in self._marks_read:
+        mark = self._marks_read.get(epoch)
+        if mark is None:
             try:
-                self._marks_read[epoch] = Mark.read(epoch, self.files.read(f"{self.remote}/{mark_name(epoch)}"))
+                mark = Mark.read(epoch, self.files.read(f"{self.remote}/{mark_name(epoch)}"))
             except FileNotFoundError:
                 return None
-        mark = self._marks_read[epoch]
+            if mark.app:  # not kept while empty: HDFS shows a mark before its bytes arrive
+                self._marks_read[epoch] = mark
         return mark.app, mark.attempt
 
     def _fence(self) -> None:

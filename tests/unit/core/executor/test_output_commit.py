@@ -832,3 +832,16 @@ def test_a_worker_waits_for_its_chiefs_claim_and_goes_on_without_it_after_a_whil
     fs._write("/out/ckpt/ckpt-4.data", b"d4")  # after the claim: the chief's, not taken
     worker.pull_as_of_claim(events=False)
     assert not (worker.local / "ckpt" / "ckpt-4.data").exists() and (worker.local / "ckpt" / "checkpoint").exists()
+
+
+def test_a_mark_read_before_its_bytes_arrived_is_read_again(tmp_path):
+    """HDFS shows a file from its CREATE, empty until the DataNode closes it: a worker that read its chief's
+    mark then took it for another writer's for good, and waited 120 s (a fresh-clone run: the Azkaban
+    flow-2.0 test took 138.8 s instead of ~24 s)."""
+    fs = MemoryHDFS()
+    _attempt_one_left(fs)
+    worker = _mirror(tmp_path / "worker1", fs, attempt=2, task="worker1")
+    fs._write("/out/.tony-writer-0000000001", b"")
+    assert worker.claim_time(wait_s=0) is None
+    fs._write("/out/.tony-writer-0000000001", staging.Mark(1, APP, 2).content("chief"))
+    assert worker.claim_time(wait_s=0) == fs.mtimes["/out/.tony-writer-0000000001"]
