@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tony_airflow.yarn.hadoop_conf import HadoopConf
-from tony_airflow.yarn.local.config import ClusterSettings, capacity_scheduler, write_conf
+from tony_airflow.yarn.local.config import ClusterSettings, capacity_scheduler, cluster_labels, write_conf
 
 
 def _site(path: Path) -> dict[str, str]:
@@ -41,3 +41,13 @@ def test_the_gpu_label_belongs_to_the_first_queue():
     conf = capacity_scheduler(ClusterSettings(ports={}, preemption=True, gpus=2))
     assert conf["yarn.scheduler.capacity.root.default.accessible-node-labels.gpu.capacity"] == 100
     assert conf["yarn.scheduler.capacity.root.high.accessible-node-labels.gpu.capacity"] == 0
+
+
+def test_a_many_host_cluster_has_a_non_exclusive_am_partition_and_one_host_has_none():
+    many = ClusterSettings(ports={}, nodes=3, net_slot=0)
+    assert cluster_labels(many) == {"am": False}
+    conf = capacity_scheduler(many)
+    assert conf["yarn.scheduler.capacity.root.accessible-node-labels.am.capacity"] == 100
+    assert conf["yarn.scheduler.capacity.root.default.accessible-node-labels.am.capacity"] == 100
+    assert cluster_labels(ClusterSettings(ports={})) == {}
+    assert cluster_labels(ClusterSettings(ports={}, gpus=1)) == {"gpu": True}

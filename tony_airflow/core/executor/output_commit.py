@@ -187,12 +187,17 @@ class Mirror:
         only resumes from checkpoints needs none); `only_tensorboard`: nothing else (TensorBoard)."""
         return self._pull(while_written, events, only_tensorboard)[0]
 
-    def pull_as_of_claim(self, events: bool = True, wait_s: float = CLAIM_WAIT_S) -> int:
+    def pull_as_of_claim(self, events: bool = True, wait_s: float = CLAIM_WAIT_S, poll_s: float = 0.25,
+                         stopped: threading.Event | None = None) -> int:
         """A task beside its chief (a worker, a ps) resumes from what the chief resumed from: what HDFS held
         when this attempt's chief claimed the output (rule 5). A file changed after the claim is the chief's
         new output and is not taken; a pull cut short by one (replaced while it was downloaded) is tried
-        again, up to PULL_TRIES. No claim within `wait_s` (the chief cannot reach HDFS): a plain pull."""
-        claimed = self.claim_time(wait_s)
+        again, up to PULL_TRIES. No claim within `wait_s` (the chief cannot reach HDFS): a plain pull. The
+        task `stopped` while it waits (its attempt ended): nothing is pulled."""
+        claimed = self.claim_time(wait_s, poll_s, stopped)
+        if stopped is not None and stopped.is_set():
+            log.info("%s: the task was stopped while it waited for its chief's claim: nothing pulled", self.uri)
+            return 0
         if claimed is None:
             log.warning("%s: no claim by this attempt's chief in %.0f s: taking what HDFS holds now", self.uri, wait_s)
             return self.pull(events=events)
@@ -204,18 +209,19 @@ class Mirror:
                 break
         return count
 
-    def claim_time(self, wait_s: float = CLAIM_WAIT_S, poll_s: float = 0.25) -> int | None:
+    def claim_time(self, wait_s: float = CLAIM_WAIT_S, poll_s: float = 0.25,
+                   stopped: threading.Event | None = None) -> int | None:
         """When this attempt's writer claimed the output (its mark's modification time, HDFS's ms), waiting up
-        to `wait_s` for the claim; None when none came."""
+        to `wait_s` for the claim, or until `stopped`; None when none came."""
         deadline = time.monotonic() + wait_s
+        stopped = stopped or threading.Event()
         while True:
             for path, info in self.files.list(self.remote).items():
                 epoch = mark_epoch(path)
                 if epoch is not None and self._whose(epoch) == self.attempt:
                     return info.mtime_ms
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or stopped.wait(poll_s):
                 return None
-            time.sleep(poll_s)
 
     def _pull(self, while_written: bool = True, events: bool = True, only_tensorboard: bool = False,
               as_of_ms: int | None = None) -> tuple[int, bool]:

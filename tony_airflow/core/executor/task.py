@@ -393,7 +393,7 @@ class Executor:
         elif writer or evaluator or chief_of(json.loads(env.get("CLUSTER_SPEC") or "{}")) is None:
             taken = mirror.pull(events=False)
         else:  # beside the chief (MultiWorkerMirroredStrategy's workers must restore the same checkpoint)
-            taken = mirror.pull_as_of_claim(events=False)
+            taken = mirror.pull_as_of_claim(events=False, stopped=self.stop_requested)
         log.info("output %s: %d file(s) taken from HDFS%s", self.job.output_path, taken,
                  f" (writer epoch {mirror.epoch})" if writer else "")
         if writer:

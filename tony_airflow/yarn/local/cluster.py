@@ -34,6 +34,7 @@ from tony_airflow.yarn.local.config import (
     HOST_VCORES,
     PORT_KEYS,
     ClusterSettings,
+    cluster_labels,
     free_ports,
     host_conf_name,
     host_dirs,
@@ -366,8 +367,7 @@ class LocalCluster:
                 self._prepare(daemon, java_home, jar_dir, deadline)
                 self._start(daemon, java_home, jar_dir)
         self.wait_ready(max(deadline - time.monotonic(), 30.0))
-        if settings.gpus:
-            self._label_gpu_node()
+        self._add_labels()
         if settings.secure:
             self._make_user_home()
 
@@ -416,21 +416,42 @@ class LocalCluster:
                     raise ClusterError(f"could not prepare {path} on the secure HDFS: "
                                        f"HTTP {resp.status_code} {resp.text[:200]}")
 
-    def _label_gpu_node(self) -> None:
-        """Label the GPU NodeManager `gpu` (exclusive) through the ResourceManager's REST API."""
-        user = {"user.name": os.environ.get("USER", "root")}
-        with self.kerberos_env():
-            auth = self._http_auth()
-            httpx.post(f"{self.rm_url}/ws/v1/cluster/add-node-labels", params=user, timeout=30, auth=auth,
-                       json={"nodeLabelInfo": [{"name": GPU_LABEL, "exclusivity": True}]})
+    def _add_labels(self) -> None:
+        """The cluster's node labels (`cluster_labels`) through the ResourceManager's REST API, and the GPU
+        NodeManager labelled `gpu`."""
+        labels = cluster_labels(self.settings)
+        if not labels:
+            return
+        self._rm_admin("post", "add-node-labels", json={"nodeLabelInfo": [
+            {"name": name, "exclusivity": exclusive} for name, exclusive in labels.items()]}, check=False)
+        if self.settings.gpus:
             port = self.settings.ports["gpu:yarn.nodemanager.address"]
-            nodes = httpx.get(f"{self.rm_url}/ws/v1/cluster/nodes", timeout=30, auth=auth).json()["nodes"]["node"]
-            for node in nodes:
+            for node in self._rm_admin("get", "nodes").json()["nodes"]["node"]:
                 if node["id"].endswith(f":{port}") and GPU_LABEL not in (node.get("nodeLabels") or []):
-                    resp = httpx.post(f"{self.rm_url}/ws/v1/cluster/nodes/{node['id']}/replace-labels",
-                                      params={**user, "labels": GPU_LABEL}, timeout=30, auth=auth)
-                    if resp.status_code >= 400:
-                        raise ClusterError(f"could not label {node['id']} '{GPU_LABEL}': {resp.text[:200]}")
+                    self._relabel(node["id"], GPU_LABEL)
+
+    def label_host(self, host: Host, label: str) -> None:
+        """Put a host's NodeManager in the partition `label` ("" = the default partition), as
+        `yarn rmadmin -replaceLabelsOnNode` does."""
+        nodes = self._rm_admin("get", "nodes").json()["nodes"]["node"]
+        node = next((n for n in nodes if n["nodeHostName"] == host.address), None)
+        if node is None:
+            raise ClusterError(f"host {host.name} ({host.address}) has no NodeManager in the ResourceManager")
+        self._relabel(node["id"], label)
+
+    def _relabel(self, node_id: str, label: str) -> None:
+        self._rm_admin("post", f"nodes/{node_id}/replace-labels", params={"labels": label})
+
+    def _rm_admin(self, method: str, path: str, check: bool = True, **kwargs) -> httpx.Response:
+        """A request to the active ResourceManager's `/ws/v1/cluster/<path>` as the cluster's user (SPNEGO on a
+        secure cluster)."""
+        params = {"user.name": os.environ.get("USER", "root"), **kwargs.pop("params", {})}
+        with self.kerberos_env():
+            resp = httpx.request(method, f"{self.rm_url}/ws/v1/cluster/{path}", params=params, timeout=30,
+                                 auth=self._http_auth(), **kwargs)
+        if check and resp.status_code >= 400:
+            raise ClusterError(f"ResourceManager {method.upper()} {path}: HTTP {resp.status_code} {resp.text[:200]}")
+        return resp
 
     def _decide_settings(self, port_base: int | None, some_running: bool) -> ClusterSettings:
         if self.settings_file.exists():

@@ -50,6 +50,10 @@ PORT_KEYS = (
     *HA_PORT_KEYS,
 )
 GPU_LABEL = "gpu"
+# A multi-host cluster's non-exclusive partition for application masters, on no host until one is labelled
+# (`LocalCluster.label_host`): as production clusters keep AMs on stable hosts, and the many-host tests keep
+# an AM off the host they lose. Non-exclusive: tasks may use its idle room, after the unlabelled hosts.
+AM_LABEL = "am"
 
 DAEMON_PORTS = {
     "namenode": ("fs.defaultFS", "dfs.namenode.http-address"),
@@ -349,17 +353,24 @@ def capacity_scheduler(settings: ClusterSettings) -> dict[str, object]:
         "yarn.scheduler.capacity.resource-calculator":
             "org.apache.hadoop.yarn.util.resource.DominantResourceCalculator",
     }
-    if settings.gpus:
-        conf[f"yarn.scheduler.capacity.root.accessible-node-labels.{GPU_LABEL}.capacity"] = 100
+    labels = cluster_labels(settings)
+    for label in labels:
+        conf[f"yarn.scheduler.capacity.root.accessible-node-labels.{label}.capacity"] = 100
     for i, queue in enumerate(queues):
         prefix = f"yarn.scheduler.capacity.root.{queue}"
         conf.update({f"{prefix}.capacity": share, f"{prefix}.maximum-capacity": 100,
                      f"{prefix}.accessible-node-labels": "*"})
         if len(queues) > 1:
             conf[f"{prefix}.user-limit-factor"] = len(queues)
-        if settings.gpus:  # the GPU node's label belongs to the first queue
-            conf[f"{prefix}.accessible-node-labels.{GPU_LABEL}.capacity"] = 100 if i == 0 else 0
+        for label in labels:  # a label's partition belongs to the first queue
+            conf[f"{prefix}.accessible-node-labels.{label}.capacity"] = 100 if i == 0 else 0
     return conf
+
+
+def cluster_labels(settings: ClusterSettings) -> dict[str, bool]:
+    """The cluster's node labels and whether each is exclusive: `gpu` on the GPU node, `am` on a
+    multi-host cluster."""
+    return {**({GPU_LABEL: True} if settings.gpus else {}), **({AM_LABEL: False} if settings.network else {})}
 
 
 def host_conf_name(host: Host) -> str:

@@ -845,3 +845,25 @@ def test_a_mark_read_before_its_bytes_arrived_is_read_again(tmp_path):
     assert worker.claim_time(wait_s=0) is None
     fs._write("/out/.tony-writer-0000000001", staging.Mark(1, APP, 2).content("chief"))
     assert worker.claim_time(wait_s=0) == fs.mtimes["/out/.tony-writer-0000000001"]
+
+
+def test_a_worker_waiting_for_its_chiefs_claim_stops_waiting_when_its_task_is_stopped(tmp_path):
+    """A worker whose chief never claims (its input staging failed first) waited the whole CLAIM_WAIT_S even
+    after the AM asked it to stop; now the stop ends the wait, and nothing is pulled for a task that ends."""
+    fs = MemoryHDFS()
+    _attempt_one_left(fs)
+    worker = _mirror(tmp_path / "worker1", fs, attempt=2, task="worker1")
+    stopped = threading.Event()
+    listings = 0
+    real_list = fs.list
+
+    def counting_list(path):
+        nonlocal listings
+        listings += 1
+        if listings == 3:
+            stopped.set()  # the AM's word arrives during the wait
+        return real_list(path)
+
+    fs.list = counting_list
+    assert worker.pull_as_of_claim(events=False, wait_s=600, poll_s=0.01, stopped=stopped) == 0
+    assert listings == 3 and not (worker.local / "ckpt").exists()
