@@ -11,6 +11,7 @@ keytab or the tokens they were given.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -215,6 +216,10 @@ def test_logs_history_and_history_server_work_with_a_ticket(secure_cluster, trai
         assert hosts == {h.address for h in secure_cluster.network.hosts}
     show = run([str(BIN / "tony"), "history", "show", app_id], ticket_env, 120)
     assert show.returncode == 0 and "worker" in show.stdout and "SUCCEEDED" in show.stdout, show.stderr
+    # until when YARN renews the job's HDFS token (Hadoop's default max lifetime: 7 days), issue #44 item 2
+    now = datetime.datetime.now(datetime.UTC)
+    days = {(now + datetime.timedelta(days=7, hours=-h)).strftime("%Y-%m-%d") for h in (0, 1)}  # issued < 1 h ago
+    assert any(f"HDFS_DELEGATION_TOKEN: renewed by YARN until {d}" in show.stdout for d in days), show.stdout[:2000]
     server = subprocess.Popen([str(BIN / "tony"), "history", "serve", "--port", "0"], env=ticket_env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -224,7 +229,7 @@ def test_logs_history_and_history_server_work_with_a_ticket(secure_cluster, trai
         page = httpx.get(f"{base}/", timeout=60)
         assert page.status_code == 200 and app_id in page.text
         job = httpx.get(f"{base}/jobs/{app_id}", timeout=60)
-        assert job.status_code == 200 and "worker" in job.text
+        assert job.status_code == 200 and "worker" in job.text and '<div class="tokens">' in job.text
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -27,6 +27,10 @@ for job, addresses in cluster.items():
         errors.append(f"DTF_{job.upper()}_HOSTS disagrees with CLUSTER_SPEC")
 if "MASTER_ADDR" in os.environ and os.environ["MASTER_ADDR"] != cluster["worker"][0].rsplit(":", 1)[0]:
     errors.append(f"MASTER_ADDR {os.environ['MASTER_ADDR']} is not the host of worker:0")
+if "MASTER_ADDR" in os.environ:  # TonY's names for the same (issue #42 item 1)
+    tony = (os.environ.get("INIT_METHOD"), os.environ.get("WORLD"))
+    if tony != (f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}", os.environ["WORLD_SIZE"]):
+        errors.append(f"INIT_METHOD, WORLD {tony} disagree with MASTER_ADDR, MASTER_PORT, WORLD_SIZE")
 with socket.socket() as sock:  # the address is one of this host's own: it can be bound here
     try:
         sock.bind((host, 0))

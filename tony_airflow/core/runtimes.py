@@ -71,6 +71,8 @@ def tensorflow_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) 
 
 
 def pytorch_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) -> dict[str, str]:
+    """torch.distributed's `env://` names, and TonY's (its PyTorchRuntime: `INIT_METHOD`, `RANK`, `WORLD`)
+    for programs written for TonY; rank 0 is the chief (the master, else worker 0) in both."""
     if job.tasks[me.type].role == "sidecar":
         return {}
     order = [(t, i) for t in job.cluster_types() if t in hosts for i in range(len(hosts[t]))]
@@ -82,6 +84,8 @@ def pytorch_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) -> 
         "RANK": str(order.index((me.type, me.index))),
         "WORLD_SIZE": str(len(order)),
         "LOCAL_RANK": "0",
+        "INIT_METHOD": f"tcp://{master_host}:{master_port}",
+        "WORLD": str(len(order)),
     }
 
 

@@ -45,6 +45,29 @@ class HadoopToken:
         return f"HadoopToken(kind={self.kind!r}, service={self.service!r})"
 
 
+@dataclass(frozen=True)
+class DelegationIdentifier:
+    """What a delegation token's identifier says (Hadoop's AbstractDelegationTokenIdentifier): whose it
+    is, who may renew it, and until when it can be renewed at all (`max_ms`, the token's max lifetime)."""
+
+    owner: str
+    renewer: str
+    real_user: str
+    issue_ms: int
+    max_ms: int
+
+
+def delegation_identifier(token: HadoopToken) -> DelegationIdentifier:
+    """The identifier of an HDFS or RM delegation token, in its Writable form: a version byte (0), owner,
+    renewer and real user as Text, then issue and max dates as VLongs (ms since the epoch)."""
+    reader = _Reader(token.identifier)
+    version = reader.take(1)[0]
+    if version != 0:
+        raise TokenFileError(f"{token.kind}: identifier version {version}; allowed: 0 (Writable)")
+    owner, renewer, real_user = reader.text(), reader.text(), reader.text()
+    return DelegationIdentifier(owner, renewer, real_user, reader.vlong(), reader.vlong())
+
+
 class _Reader:
     def __init__(self, data: bytes):
         self.data, self.pos = data, 0

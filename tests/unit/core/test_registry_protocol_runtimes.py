@@ -77,6 +77,11 @@ def test_task_environment_pytorch():
     hosts = {"worker": ["a:10", "b:11", "c:12"]}
     env = task_env(job, hosts, TaskIdentity("worker", 2, 1, "a"))
     assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == ("a", "10", "2", "3")
+    # TonY's names (its PyTorchRuntime), so a program written for TonY runs unchanged (issue #42 item 1)
+    assert (env["INIT_METHOD"], env["WORLD"]) == ("tcp://a:10", "3")
+    master = task_env(_job("master:1,worker:2", framework="pytorch"), {"master": ["m:9"], "worker": ["a:10", "b:11"]},
+                      TaskIdentity("worker", 1, 1, "a"))
+    assert (master["INIT_METHOD"], master["RANK"], master["WORLD"]) == ("tcp://m:9", "2", "3")
 
 
 def test_a_request_signed_ahead_of_the_clock_cannot_be_replayed_before_it_goes_stale(monkeypatch):

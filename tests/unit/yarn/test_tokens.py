@@ -13,6 +13,7 @@ from tony_airflow.yarn.tokens import (
     TokenFileError,
     _Reader,
     _vint,
+    delegation_identifier,
     find_token,
     from_url_string,
     read_token_file,
@@ -113,3 +114,14 @@ def test_a_token_file_is_private_even_over_a_readable_file_and_never_through_a_l
     with pytest.raises(OSError):
         write_token_file(link, tokens)
     assert victim.read_bytes() == b"keep" and os.path.islink(link)
+
+
+def test_a_real_hdfs_token_says_whose_it_is_and_until_when_yarn_can_renew_it():
+    ident = delegation_identifier(from_url_string(REAL))
+    assert (ident.owner, ident.renewer, ident.real_user) == ("root", "yarn", "")
+    assert ident.max_ms - ident.issue_ms == 7 * 24 * 3600 * 1000  # dfs.namenode.delegation.token.max-lifetime
+
+
+def test_an_identifier_of_another_version_is_refused_by_name():
+    with pytest.raises(TokenFileError, match="identifier version 1; allowed: 0"):
+        delegation_identifier(HadoopToken("a", b"\x01rest", b"pw", HDFS_DELEGATION_KIND, "s"))

@@ -104,6 +104,7 @@ class ApplicationMaster:
                               tasks={t.name: t.instances for t in self.job.tasks.values()},
                               schema=ev.SCHEMA_VERSION)
             self.history.emit(ev.AM_STARTED, at=self.started, host=self.host, container_id=container, am_attempt=1)
+            self._record_token_lifetime()
             # Creating the history directory must not hold up the job: it runs beside it.
             opened = asyncio.create_task(asyncio.to_thread(self.history.start, self.job.to_record_json()))
         flusher = asyncio.create_task(self._flush_history(opened))
@@ -575,6 +576,24 @@ class ApplicationMaster:
         for key, task in reg.tasks.items():
             if not task.done:
                 reg.container_gone(key, "stopped by the AM")
+
+    def _record_token_lifetime(self) -> None:
+        """On a Kerberos cluster: until when YARN can renew the job's HDFS delegation token (its max
+        lifetime, 7 days by default). The job's page and history say it: past it, HDFS refuses the job."""
+        from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, TokenFileError, delegation_identifier, find_token
+
+        try:
+            token = find_token(HDFS_DELEGATION_KIND)
+            if token is None:
+                return
+            ident = delegation_identifier(token)
+        except (OSError, TokenFileError) as exc:
+            log.warning("could not read the HDFS delegation token's lifetime: %s", exc)
+            return
+        log.info("the HDFS delegation token can be renewed until %s (max lifetime)",
+                 time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ident.max_ms / 1000)))
+        self.history.emit(ev.TOKENS, kind=token.kind, issued=ident.issue_ms / 1000,
+                          renewable_until=ident.max_ms / 1000, renewer=ident.renewer)
 
     # ------------------------------------------------------------ live page
     def live_page(self) -> str:

@@ -98,6 +98,7 @@ class JobHistory:
     usage: dict[str, Any] | None = None  # core/job_usage.py, once YARN's sums are known (the job ended)
     am_attempts: int = 0              # YARN application attempts whose AM started
     am_lost: list[str] = field(default_factory=list)  # "AM attempt 1 lost on host 198.18.0.3", one per AM_LOST
+    tokens: list[str] = field(default_factory=list)  # until when the job's delegation tokens last, one per TOKENS
 
     @classmethod
     def from_events(cls, app_id: str, events: Iterable[dict[str, Any]], spec: dict[str, Any] | None = None,
@@ -121,6 +122,10 @@ class JobHistory:
             self.am_attempts += 1
         elif kind == ev.AM_LOST:
             self.am_lost.append(f"AM attempt {e.get('am_attempt', '?')} lost on host {e.get('host') or '?'}")
+        elif kind == ev.TOKENS:
+            until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(e.get("renewable_until") or 0)))
+            self.tokens.append(f"{e.get('kind') or 'HDFS_DELEGATION_TOKEN'}: renewed by YARN until {until} (its "
+                               "maximum lifetime); a job still running then loses HDFS (its output mirror, its history)")
         elif kind == ev.ATTEMPT_STARTED:
             attempt = Attempt(int(e["attempt"]), at)
             attempt.tasks = {t: TaskRun(t, attempt.number) for t in e.get("tasks", [])}

@@ -31,6 +31,7 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
     if job.diagnostics:
         out.append(f"diagnostics: {job.diagnostics}")
     out += job.am_lost
+    out += job.tokens
     if job.usage:
         out.append(usage_line(job.usage))
     for attempt in job.attempts:

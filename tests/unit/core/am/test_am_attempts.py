@@ -83,3 +83,21 @@ def test_a_closed_log_is_opened_again_and_no_log_starts_a_new_one(tmp_path):
     assert (tmp_path / "history" / APP / IN_PROGRESS).exists()
     other, _ = _new_am(tmp_path / "elsewhere")
     assert other.history.resume("{}") == [] and (tmp_path / "elsewhere" / "history" / APP / IN_PROGRESS).exists()
+
+
+def test_the_am_records_until_when_yarn_renews_the_jobs_hdfs_token(tmp_path, monkeypatch):
+    """Issue #44 item 2: from the container's token file, the HDFS token's max lifetime into the history."""
+    from tests.unit.yarn.test_tokens import REAL
+    from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, from_url_string, write_token_file
+
+    tokens = tmp_path / "container_tokens"
+    write_token_file(tokens, [from_url_string(REAL, kind=HDFS_DELEGATION_KIND, service="ha-hdfs:tony")])
+    monkeypatch.setenv("HADOOP_TOKEN_FILE_LOCATION", str(tokens))
+    am, _ = _new_am(tmp_path)
+    am._record_token_lifetime()
+    recorded = [e for e in am.history.events if e["event"] == ev.TOKENS]
+    assert [(e["kind"], e["renewable_until"], e["renewer"]) for e in recorded] == [
+        (HDFS_DELEGATION_KIND, 1796057774.002, "yarn")]
+    monkeypatch.delenv("HADOOP_TOKEN_FILE_LOCATION")  # a cluster without Kerberos: nothing to say
+    am._record_token_lifetime()
+    assert len([e for e in am.history.events if e["event"] == ev.TOKENS]) == 1

@@ -184,3 +184,18 @@ def test_cli_refuses(argv, expected, capsys):
     assert cli.run(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0], err
+
+
+def test_the_page_and_the_report_say_until_when_yarn_renews_the_jobs_hdfs_token(store):
+    """Issue #44 item 2: a job without new tokens loses HDFS at its token's max lifetime; both say when."""
+    log = EventLog(APP, store)
+    log.emit(ev.JOB_SUBMITTED, app_id=APP, name="unit", user="ada", queue="default", max_attempts=1)
+    log.emit(ev.AM_STARTED, host="h")
+    log.emit(ev.TOKENS, kind="HDFS_DELEGATION_TOKEN", issued=1795452974.002, renewable_until=1796057774.002,
+             renewer="yarn")
+    job = JobHistory.from_events(APP, log.events)
+    line = ("HDFS_DELEGATION_TOKEN: renewed by YARN until 2026-11-30 16:56:14 UTC (its maximum lifetime); a job "
+            "still running then loses HDFS (its output mirror, its history)")
+    assert job.tokens == [line]
+    assert line in text.job_report(job).splitlines()
+    assert f'<div class="tokens">{line}</div>' in render_job(job, Links())
