@@ -29,6 +29,7 @@ import httpx
 import skein
 
 from tony_airflow.core import protocol
+from tony_airflow.core.am.token_renewal import KEYTAB_ENV, KEYTAB_FILE, PRINCIPAL_ENV
 from tony_airflow.core.history.store import history_dir
 from tony_airflow.core.placement import initial_tasks, service_host, service_names
 from tony_airflow.core.protocol import APP_TAG, PROGRESS_JSON, SUBMITTED_AT_ENV, Progress, am_page_url, is_proxied
@@ -50,9 +51,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("tony.client")
 
 
-def build_application(job: JobSpec, staging: Path, secret: str,
-                      hadoop_conf_dir: str | None = None) -> skein.ApplicationSpec:
-    """The skein ApplicationSpec for a job; shipped files are staged under `staging`."""
+def build_application(job: JobSpec, staging: Path, secret: str, hadoop_conf_dir: str | None = None,
+                      keytab_login: KerberosLogin | None = None) -> skein.ApplicationSpec:
+    """The skein ApplicationSpec for a job; shipped files are staged under `staging`. `keytab_login`: the
+    keytab goes to the AM alone, a private local resource, for new HDFS tokens during the job
+    (core/am/token_renewal.py)."""
     # The effective spec names the history directory the submitter's `tony history` reads.
     job = dataclasses.replace(job, history_dir=history_dir(job.history_dir))
     (staging / protocol.JOB_FILE).write_text(job.to_json())
@@ -74,9 +77,16 @@ def build_application(job: JobSpec, staging: Path, secret: str,
         task_files[protocol.VENV_DIR] = skein.File(_source(job.python_venv), type="archive")
     master_env = {"JAVA_TOOL_OPTIONS": " ".join(LIGHT_JVM_FLAGS), **env,  # for skein's Java AM
                   SUBMITTED_AT_ENV: f"{time.time():.3f}"}
+    master_files = dict(files)
+    if keytab_login is not None and keytab_login.keytab and keytab_login.principal:
+        master_files[KEYTAB_FILE] = skein.File(str(Path(keytab_login.keytab).absolute()), type="file",
+                                               visibility="private")
+        master_env.update({KEYTAB_ENV: KEYTAB_FILE, PRINCIPAL_ENV: keytab_login.principal})
+        if os.environ.get("KRB5_CONFIG"):  # a realm of its own (the local cluster's): the AM needs its KDC
+            master_env["KRB5_CONFIG"] = os.environ["KRB5_CONFIG"]
     master = skein.Master(
         resources=skein.Resources(memory=job.am_memory_mb, vcores=job.am_vcores),
-        files=files, env=master_env,
+        files=master_files, env=master_env,
         script=f"exec {job.python} -m tony_airflow.core.am",
     )
     services = {}
@@ -412,8 +422,9 @@ class TonyClient:
             self.validate(job)
         secret = protocol.new_secret()
         with tempfile.TemporaryDirectory(prefix="tony-submit-") as staging:
+            keytab = self.login if self.conf.kerberos and self.login.uses_keytab else None
             app_id = self.submit_spec(build_application(job, Path(staging), secret,
-                                                        self.environment["HADOOP_CONF_DIR"]),
+                                                        self.environment["HADOOP_CONF_DIR"], keytab),
                                       am_attempts=job.am_attempts,
                                       attempt_validity_ms=int(job.am_attempts_validity_s * 1000))
         handle = JobHandle(app_id, self.rm, self.rm_patience_s)

@@ -102,6 +102,30 @@ def sign(secret: str, method: str, path: str, body: bytes = b"") -> dict[str, st
     return {H_TIMESTAMP: timestamp, H_NONCE: nonce, H_SIGNATURE: mac.hexdigest()}
 
 
+def _sealing_key(secret: str) -> bytes:
+    import base64
+
+    return base64.urlsafe_b64encode(hashlib.sha256(b"tony-seal\n" + secret.encode()).digest())
+
+
+def seal(secret: str, text: str) -> str:
+    """`text` encrypted and authenticated with a key from the job's secret (Fernet): a credential the AM
+    hands its executors over plain HTTP (a renewed HDFS token) is readable only by the job's processes."""
+    from cryptography.fernet import Fernet
+
+    return Fernet(_sealing_key(secret)).encrypt(text.encode()).decode()
+
+
+def unseal(secret: str, sealed: str) -> str:
+    """What `seal` sealed; ValueError when it was not sealed with this secret or was altered."""
+    from cryptography.fernet import Fernet, InvalidToken
+
+    try:
+        return Fernet(_sealing_key(secret)).decrypt(sealed.encode()).decode()
+    except InvalidToken:
+        raise ValueError("not sealed with this job's secret") from None
+
+
 class Verifier:
     """Checks signatures and remembers recent nonces so a request cannot be replayed."""
 

@@ -33,6 +33,22 @@ if TYPE_CHECKING:  # fsspec (and httpx) cost a tenth of a second each: loaded wh
     from tony_airflow.yarn.kerberos import KerberosLogin
 
 
+# A newer HDFS delegation token than the one this process's filesystems were made with: the AM got it from
+# the job's keytab before the old one expired (core/am/token_renewal.py) and handed it to its executors.
+_renewed_token: str | None = None
+
+
+def use_hdfs_token(url_string: str) -> None:
+    """From now on every WebHDFS call of this process that carries a delegation token carries this one."""
+    global _renewed_token
+    _renewed_token = url_string
+
+
+def renewed_hdfs_token() -> str | None:
+    """The token `use_hdfs_token` installed, if any."""
+    return _renewed_token
+
+
 def webhdfs(conf: HadoopConf | None = None, user: str | None = None, login: KerberosLogin | None = None,
             token: str | None = None, uri: str | None = None) -> WebHDFS:
     """A filesystem object for the HDFS of `uri`'s authority (the default filesystem's when it names none;
@@ -136,7 +152,10 @@ def _webhdfs_class() -> type:
 
             def _call(self, op, method="get", path=None, data=None, redirect=True, **kwargs):
                 """The call, to the active NameNode: a standby answer or a refused connection (neither
-                served the call) passes it to the next, for up to NN_FAILOVER_WAIT_S."""
+                served the call) passes it to the next, for up to NN_FAILOVER_WAIT_S. It carries the
+                newest delegation token the process was given (`use_hdfs_token`)."""
+                if _renewed_token and self.pars.get("delegation") not in (None, _renewed_token):
+                    self.pars["delegation"] = _renewed_token
                 if len(self.namenodes) < 2:
                     return super()._call(op, method, path, data, redirect, **kwargs)
                 def one_round() -> Any:

@@ -147,3 +147,23 @@ def test_skeins_spec_keeps_one_attempt_whatever_the_jobs_am_attempts(tmp_path):
 
     job = build_job_spec({"cluster_requirement": "worker:1", "command": "x", "am_attempts": 2})
     assert build_application(job, tmp_path, "s3cret", "/conf").max_attempts == 1
+
+
+def test_a_keytab_goes_to_the_am_alone_as_a_private_file(tmp_path, monkeypatch):
+    """Issue #44 item 2: the AM gets new HDFS tokens from it during the job; no task ever sees it."""
+    from tony_airflow.core.am.token_renewal import KEYTAB_ENV, KEYTAB_FILE, PRINCIPAL_ENV
+    from tony_airflow.yarn.kerberos import KerberosLogin
+
+    keytab = tmp_path / "ada.keytab"
+    keytab.write_bytes(b"\x05\x02")
+    monkeypatch.setenv("KRB5_CONFIG", "/etc/realm/krb5.conf")
+    job = build_job_spec({"cluster_requirement": "worker:2", "command": "x"})
+    spec = build_application(job, tmp_path, "s3cret", "/conf", KerberosLogin("ada@TONY.TEST", str(keytab)))
+    shipped = spec.master.files[KEYTAB_FILE]
+    assert (shipped.source, str(shipped.visibility).lower()) == (f"file://{keytab}", "private")
+    assert spec.master.env[KEYTAB_ENV] == KEYTAB_FILE and spec.master.env[PRINCIPAL_ENV] == "ada@TONY.TEST"
+    assert spec.master.env["KRB5_CONFIG"] == "/etc/realm/krb5.conf"
+    for service in spec.services.values():
+        assert KEYTAB_FILE not in service.files and KEYTAB_ENV not in service.env
+    plain = build_application(job, tmp_path, "s3cret", "/conf")
+    assert KEYTAB_FILE not in plain.master.files and KEYTAB_ENV not in plain.master.env

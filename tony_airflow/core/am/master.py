@@ -29,6 +29,13 @@ from tony_airflow.core import protocol
 from tony_airflow.core.am import gang, hosts, policy, server, tensorboard_proxy
 from tony_airflow.core.am.policy import Outcome
 from tony_airflow.core.am.registry import Registry
+from tony_airflow.core.am.token_renewal import (
+    KEYTAB_ENV,
+    PRINCIPAL_ENV,
+    ObtainedToken,
+    TokenRenewal,
+    obtain_hdfs_token,
+)
 from tony_airflow.core.am.yarn_view import ClusterView, YarnView
 from tony_airflow.core.history import events as ev
 from tony_airflow.core.history.events import EventLog, HistoryUnreadable
@@ -108,6 +115,7 @@ class ApplicationMaster:
             # Creating the history directory must not hold up the job: it runs beside it.
             opened = asyncio.create_task(asyncio.to_thread(self.history.start, self.job.to_record_json()))
         flusher = asyncio.create_task(self._flush_history(opened))
+        renewal = self._start_token_renewal()
         # SIGTERM cancels the job's work only: once the attempts are over, closing the history and
         # reporting the outcome finish (a late SIGTERM, e.g. from a NodeManager going away, is a no-op).
         attempts = asyncio.ensure_future(self._run_attempts())
@@ -125,6 +133,8 @@ class ApplicationMaster:
             diagnostics = f"tony-airflow AM error: {exc!r}; {traceback.format_exc(limit=3)[-800:]}"
         finally:
             flusher.cancel()
+            if renewal is not None:
+                renewal.stop()
         stopped_by: dict[str, Any] = {"stopped_by": "SIGTERM"} if status == "KILLED" else {}
         if not self.end_recorded:
             self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics, **stopped_by)
@@ -577,6 +587,31 @@ class ApplicationMaster:
             if not task.done:
                 reg.container_gone(key, "stopped by the AM")
 
+    def _start_token_renewal(self) -> TokenRenewal | None:
+        """With the job's keytab in this container: new HDFS tokens before the old ones expire, used here
+        and handed to the executors (core/am/token_renewal.py)."""
+        keytab, principal = os.environ.get(KEYTAB_ENV, ""), os.environ.get(PRINCIPAL_ENV, "")
+        if not (keytab and principal and Path(keytab).is_file()):
+            return None
+        from tony_airflow.yarn.discovery import require_conf_dir
+        from tony_airflow.yarn.hadoop_conf import HadoopConf
+        from tony_airflow.yarn.kerberos import KerberosLogin
+
+        conf = HadoopConf.load(require_conf_dir())
+        login = KerberosLogin(principal, str(Path(keytab).absolute()))
+        loop = asyncio.get_running_loop()
+        log.info("new HDFS delegation tokens will come from the keytab of %s", principal)
+        return TokenRenewal(lambda: obtain_hdfs_token(conf, login),
+                            lambda token: loop.call_soon_threadsafe(self._use_token, token)).start()
+
+    def _use_token(self, token: ObtainedToken) -> None:
+        from tony_airflow.yarn.hdfs import use_hdfs_token
+
+        use_hdfs_token(token.url_string)
+        self.registry.sealed_hdfs_token = protocol.seal(self.secret, token.url_string)
+        self.history.emit(ev.TOKEN_OBTAINED, kind="HDFS_DELEGATION_TOKEN", issued=token.issued,
+                          expires=token.expires, max_date=token.max_date)
+
     def _record_token_lifetime(self) -> None:
         """On a Kerberos cluster: until when YARN can renew the job's HDFS delegation token (its max
         lifetime, 7 days by default). The job's page and history say it: past it, HDFS refuses the job."""
@@ -593,7 +628,8 @@ class ApplicationMaster:
         log.info("the HDFS delegation token can be renewed until %s (max lifetime)",
                  time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ident.max_ms / 1000)))
         self.history.emit(ev.TOKENS, kind=token.kind, issued=ident.issue_ms / 1000,
-                          renewable_until=ident.max_ms / 1000, renewer=ident.renewer)
+                          renewable_until=ident.max_ms / 1000, renewer=ident.renewer,
+                          keytab=bool(os.environ.get(KEYTAB_ENV)))
 
     # ------------------------------------------------------------ live page
     def live_page(self) -> str:

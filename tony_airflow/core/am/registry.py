@@ -84,6 +84,7 @@ class Registry:
         self._gpus_in_use: dict[str, set[int]] = {}
         self._released: set[str] = set()  # YARN containers the gang gave back: their messages are stale
         self.waiting = ""                 # why the gang waits (core/am/gang.py), shown in the progress line
+        self.sealed_hdfs_token = ""       # the newest HDFS token from the job's keytab, sealed (token_renewal.py)
 
     # ------------------------------------------------------------- attempts
     def new_attempt(self, attempt: int) -> None:

@@ -201,8 +201,10 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
 
     async def heartbeat(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Heartbeat)
-        return web.json_response({"action": registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage,
-                                                                   msg.container_id)})
+        answer = {"action": registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage, msg.container_id)}
+        if registry.sealed_hdfs_token:  # the newest HDFS token from the job's keytab (core/am/token_renewal.py)
+            answer["hdfs_token"] = registry.sealed_hdfs_token
+        return web.json_response(answer)
 
     async def finished(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Finished)

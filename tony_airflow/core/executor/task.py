@@ -129,6 +129,7 @@ class Executor:
         self.usage: UsageSampler | None = None
         self.stop_requested = threading.Event()
         self.stopped_at: float | None = None  # when a stop began: what changed after it may be torn
+        self._sealed_token = ""  # the last HDFS token the AM handed over (sealed), already in use
         self.mirror: Mirror | None = None
         self.am_lost = threading.Event()
         self.finished = threading.Event()
@@ -422,9 +423,11 @@ class Executor:
         while not self.finished.is_set():
             try:
                 usage = self.usage.report() if self.usage else None
-                action = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage},
-                                            retries=2, timeout=timeout)["action"]
+                answer = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage},
+                                            retries=2, timeout=timeout)
+                action = answer["action"]
                 self._answered()
+                self._take_hdfs_token(answer.get("hdfs_token") or "")
             except Exception as exc:  # the AM decides on missed heartbeats; we decide on a silent AM
                 log.warning("heartbeat failed: %s", exc)
                 if self._silent_for() > self.give_up_s:
@@ -434,6 +437,21 @@ class Executor:
             if action == "stop":
                 self.stop("the AM asks this task to stop")
             self.finished.wait(self.job.heartbeat_interval)
+
+    def _take_hdfs_token(self, sealed: str) -> None:
+        """A newer HDFS delegation token the AM got from the job's keytab: this process's WebHDFS calls (the
+        output mirror, input staging) carry it from now on."""
+        if not sealed or sealed == self._sealed_token:
+            return
+        from tony_airflow.yarn.hdfs import use_hdfs_token
+
+        try:
+            use_hdfs_token(protocol.unseal(self.registry.secret, sealed))
+        except ValueError as exc:
+            log.warning("an HDFS token in the AM's answer could not be read: %s", exc)
+            return
+        self._sealed_token = sealed
+        log.info("using a new HDFS delegation token from the AM")
 
     def _ship_output(self, offset: int, text: str) -> None:
         self.registry.call("POST", protocol.OUTPUT, {**self.ident, "offset": offset, "text": text},

@@ -40,6 +40,7 @@ GANG_WAITING = "GANG_WAITING"      # containers are missing: why, in one line (c
 GANG_RELEASED = "GANG_RELEASED"    # wait-die: the gang gave its containers back for an older gang
 GANG_REQUESTED = "GANG_REQUESTED"  # ... and asked for them again
 ATTEMPT_ENDED = "ATTEMPT_ENDED"
+TOKEN_OBTAINED = "TOKEN_OBTAINED"  # a new HDFS delegation token from the job's keytab (core/am/token_renewal.py)
 TOKENS = "TOKENS"  # the job's HDFS delegation token: YARN renews it only up to its max lifetime (the job's HDFS ends then)
 JOB_FINISHED = "JOB_FINISHED"
 

@@ -99,6 +99,7 @@ class JobHistory:
     am_attempts: int = 0              # YARN application attempts whose AM started
     am_lost: list[str] = field(default_factory=list)  # "AM attempt 1 lost on host 198.18.0.3", one per AM_LOST
     tokens: list[str] = field(default_factory=list)  # until when the job's delegation tokens last, one per TOKENS
+    tokens_obtained: int = 0          # new HDFS tokens the AM got from the job's keytab (TOKEN_OBTAINED)
 
     @classmethod
     def from_events(cls, app_id: str, events: Iterable[dict[str, Any]], spec: dict[str, Any] | None = None,
@@ -123,9 +124,19 @@ class JobHistory:
         elif kind == ev.AM_LOST:
             self.am_lost.append(f"AM attempt {e.get('am_attempt', '?')} lost on host {e.get('host') or '?'}")
         elif kind == ev.TOKENS:
-            until = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(e.get("renewable_until") or 0)))
+            until = _utc(e.get("renewable_until"))
+            then = ("new ones come from the job's keytab before then" if e.get("keytab") else
+                    "a job still running then loses HDFS (its output mirror, its history)")
             self.tokens.append(f"{e.get('kind') or 'HDFS_DELEGATION_TOKEN'}: renewed by YARN until {until} (its "
-                               "maximum lifetime); a job still running then loses HDFS (its output mirror, its history)")
+                               f"maximum lifetime); {then}")
+        elif kind == ev.TOKEN_OBTAINED:
+            self.tokens_obtained += 1
+            line = (f"{self.tokens_obtained} new {e.get('kind') or 'HDFS_DELEGATION_TOKEN'}(s) from the keytab, "
+                    f"the last at {_utc(e['time'])}, good until {_utc(e.get('expires'))} unless renewed")
+            if self.tokens and self.tokens[-1].startswith(f"{self.tokens_obtained - 1} new "):
+                self.tokens[-1] = line
+            else:
+                self.tokens.append(line)
         elif kind == ev.ATTEMPT_STARTED:
             attempt = Attempt(int(e["attempt"]), at)
             attempt.tasks = {t: TaskRun(t, attempt.number) for t in e.get("tasks", [])}
@@ -268,3 +279,7 @@ class JobHistory:
                     bars = [{"kind": "starting", "left": pct(begin), "width": max(pct(end) - pct(begin), 0.3)}]
                 rows.append({"attempt": attempt.number, "task": run.task, "status": run.status, "bars": bars})
         return rows
+
+
+def _utc(seconds: Any) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(seconds or 0)))

@@ -120,7 +120,7 @@ class ClusterSettings:
     net_slot: int = -1  # the /28 of 198.18.0.0/24 a multi-host cluster holds (network.HostNetwork)
     nm_liveness_expiry_ms: int = NM_LIVENESS_EXPIRY_MS
     nameservice: str = ""  # `--ha`: two NameNodes of this nameservice, two RMs, ZooKeeper (ha.py); "" = no HA
-    extra: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)  # more keys: `dfs.*` to hdfs-site, the rest to yarn-site
 
     @classmethod
     def choose(cls, port_base: int | None = None) -> ClusterSettings:
@@ -237,6 +237,7 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
             "dfs.client.socket-timeout": 15_000,
             "dfs.datanode.socket.write.timeout": 20_000,
         })
+    hdfs.update({k: v for k, v in settings.extra.items() if k.startswith("dfs.")})
     write_site(conf_dir / "hdfs-site.xml", hdfs)
     yarn = {
         "yarn.resourcemanager.hostname": settings.master_host,
@@ -309,7 +310,7 @@ def write_conf(conf_dir: Path, state_dir: Path, jar_dir: Path, settings: Cluster
         yarn.update(ha["yarn-site.xml"])
         write_site(conf_dir / "core-site.xml", core)
         write_site(conf_dir / "hdfs-site.xml", hdfs)
-    yarn.update(settings.extra)
+    yarn.update({k: v for k, v in settings.extra.items() if not k.startswith("dfs.")})
     write_site(conf_dir / "yarn-site.xml", yarn)
     write_site(conf_dir / "capacity-scheduler.xml", capacity_scheduler(settings))
     (conf_dir / "log4j.properties").write_text(_LOG4J)

@@ -161,3 +161,23 @@ def test_a_chief_whose_am_is_gone_publishes_nothing_and_a_stopped_one_only_what_
     mirror = _Mirror()  # exited non-zero by itself: what it was writing when it failed may be torn
     executor._finish_output(mirror, True, 1, 1003.0)
     assert mirror.calls == [("finish", 1003.0 - QUIET_S)]
+
+
+def test_the_executor_uses_the_hdfs_token_its_am_hands_over_and_ignores_one_not_sealed_for_it(monkeypatch):
+    """Issue #44 item 2: a new HDFS token in a heartbeat answer, from the job's keytab, goes to every WebHDFS
+    call of the executor (the output mirror's rounds); once, not at every heartbeat."""
+    from tony_airflow.core.executor.task import Executor, RegistryClient
+    from tony_airflow.core.runtimes import TaskIdentity
+    from tony_airflow.yarn import hdfs
+
+    monkeypatch.setattr(hdfs, "_renewed_token", None)
+    executor = Executor(make_job("worker:1"), TaskIdentity(type="worker", index=0, attempt=1, app_id="app_1"),
+                        RegistryClient("127.0.0.1:9", SECRET), "h", local=True)
+    executor._take_hdfs_token(protocol.seal("another job's secret", "forged"))
+    assert hdfs.renewed_hdfs_token() is None
+    sealed = protocol.seal(SECRET, "renewed")
+    executor._take_hdfs_token(sealed)
+    assert hdfs.renewed_hdfs_token() == "renewed"
+    hdfs.use_hdfs_token("later")
+    executor._take_hdfs_token(sealed)  # the same answer again: nothing to do
+    assert hdfs.renewed_hdfs_token() == "later"

@@ -199,3 +199,18 @@ def test_the_page_and_the_report_say_until_when_yarn_renews_the_jobs_hdfs_token(
     assert job.tokens == [line]
     assert line in text.job_report(job).splitlines()
     assert f'<div class="tokens">{line}</div>' in render_job(job, Links())
+
+
+def test_with_a_keytab_the_report_says_new_tokens_come_and_counts_them_in_one_line(store):
+    log = EventLog(APP, store)
+    log.emit(ev.JOB_SUBMITTED, app_id=APP, name="unit", user="ada", queue="default", max_attempts=1)
+    log.emit(ev.TOKENS, kind="HDFS_DELEGATION_TOKEN", issued=0.0, renewable_until=180.0, renewer="yarn", keytab=True)
+    for at in (10.0, 55.0, 100.0):
+        log.events.append({"time": at, "event": ev.TOKEN_OBTAINED, "kind": "HDFS_DELEGATION_TOKEN",
+                           "issued": at, "expires": at + 60, "max_date": at + 180})
+    job = JobHistory.from_events(APP, log.events)
+    assert job.tokens == [
+        "HDFS_DELEGATION_TOKEN: renewed by YARN until 1970-01-01 00:03:00 UTC (its maximum lifetime); new ones "
+        "come from the job's keytab before then",
+        "3 new HDFS_DELEGATION_TOKEN(s) from the keytab, the last at 1970-01-01 00:01:40 UTC, good until "
+        "1970-01-01 00:02:40 UTC unless renewed"]

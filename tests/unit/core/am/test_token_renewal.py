@@ -1,0 +1,113 @@
+"""New HDFS delegation tokens from the job's keytab before the old ones expire (issue #44 item 2): when
+the AM asks for the next one, what it does when the NameNode cannot answer, and how a token reaches the
+executors (sealed with the job's secret) and every WebHDFS call of a process."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fsspec.implementations.webhdfs import WebHDFS
+
+from tests.unit.core.support import SECRET, make_job
+from tony_airflow.core import protocol
+from tony_airflow.core.am import token_renewal as tr
+from tony_airflow.core.am.registry import Registry
+from tony_airflow.yarn import hdfs
+
+
+def _token(expires: float, max_date: float, url: str = "T") -> tr.ObtainedToken:
+    return tr.ObtainedToken(url, issued=0.0, expires=expires, max_date=max_date)
+
+
+def test_the_next_token_comes_at_three_quarters_of_the_time_this_one_has_left():
+    assert _token(60, 180).refresh_in(0) == 45  # Spark's renewal ratio of a 60 s renew interval
+    assert _token(200, 180).refresh_in(170) == 7.5  # the max lifetime comes first
+    assert _token(60, 180).refresh_in(100) == tr.MIN_WAIT_S  # already expired: at once (a floor, no busy loop)
+
+
+def test_a_step_hands_each_token_over_and_a_failed_one_is_tried_again_soon():
+    used: list[str] = []
+    answers: list[object] = [_token(60, 180, "first"), OSError("NameNode in failover"), _token(120, 180, "second")]
+
+    def obtain() -> tr.ObtainedToken:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    renewal = tr.TokenRenewal(obtain, lambda t: used.append(t.url_string), clock=lambda: 0.0)
+    assert renewal.step() == 45
+    assert renewal.step() == tr.RETRY_S
+    assert renewal.step() == 90
+    assert used == ["first", "second"] and renewal.obtained == 2
+
+
+def test_the_renewer_is_the_principals_short_name():
+    assert tr.short_name("ada@TONY.TEST") == "ada"
+    assert tr.short_name("svc/host.example.com@EXAMPLE.COM") == "svc"
+
+
+def test_a_sealed_token_is_read_only_with_the_jobs_secret():
+    sealed = protocol.seal(SECRET, "token-url-string")
+    assert "token-url-string" not in sealed
+    assert protocol.unseal(SECRET, sealed) == "token-url-string"
+    with pytest.raises(ValueError, match="not sealed with this job's secret"):
+        protocol.unseal("another job's secret", sealed)
+    with pytest.raises(ValueError):
+        protocol.unseal(SECRET, sealed[:-4] + "AAAA")
+
+
+def test_a_heartbeat_answer_carries_the_newest_token_sealed():
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from tony_airflow.core.am import server
+
+    async def scenario() -> list[dict]:
+        registry = Registry(make_job("worker:1"), "application_1_0001")
+        registry.new_attempt(1)
+        client = TestClient(TestServer(server.build_app(registry, SECRET)))
+        await client.start_server()
+        body = b'{"type": "worker", "index": 0, "attempt": 1}'
+
+        async def beat() -> dict:
+            resp = await client.post(protocol.HEARTBEAT, data=body,
+                                     headers=protocol.sign(SECRET, "POST", protocol.HEARTBEAT, body))
+            return await resp.json()
+
+        try:
+            before = await beat()
+            registry.sealed_hdfs_token = protocol.seal(SECRET, "new")
+            return [before, await beat()]
+        finally:
+            await client.close()
+
+    before, after = asyncio.run(scenario())
+    assert "hdfs_token" not in before
+    assert protocol.unseal(SECRET, after["hdfs_token"]) == "new"
+
+
+def test_every_webhdfs_call_of_the_process_carries_the_newest_token(monkeypatch):
+    fs = hdfs._webhdfs_class()(host="nn1", port=9870, token="old", use_listings_cache=False,
+                               skip_instance_cache=True)
+    sent: list[str] = []
+    monkeypatch.setattr(WebHDFS, "_call", lambda self, *a, **k: sent.append(self.pars.get("delegation")))
+    monkeypatch.setattr(hdfs, "_renewed_token", None)
+    fs._call("LISTSTATUS", "get", "/a")
+    hdfs.use_hdfs_token("new")
+    fs._call("LISTSTATUS", "get", "/a")
+    assert sent == ["old", "new"] and hdfs.renewed_hdfs_token() == "new"
+    plain = hdfs._webhdfs_class()(host="nn1", port=9870, user="u", use_listings_cache=False, skip_instance_cache=True)
+    plain._call("LISTSTATUS", "get", "/a")  # a cluster without Kerberos: no token is added
+    assert "delegation" not in plain.pars and sent[-1] is None
+
+
+def test_a_token_in_a_logged_url_is_redacted():
+    import logging
+
+    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, 'HTTP Request: %s %s "%s"',
+                               ("PUT", "http://nn:9870/webhdfs/v1/?op=RENEWDELEGATIONTOKEN&token=SECRETVALUE",
+                                "HTTP/1.1 200 OK"), None)
+    assert tr.RedactTokens().filter(record)
+    assert "SECRETVALUE" not in record.getMessage()
+    assert "op=RENEWDELEGATIONTOKEN&token=<redacted>" in record.getMessage()
