@@ -597,8 +597,12 @@ class ApplicationMaster:
         from tony_airflow.yarn.hadoop_conf import HadoopConf
         from tony_airflow.yarn.kerberos import KerberosLogin
 
-        conf = HadoopConf.load(require_conf_dir())
-        login = KerberosLogin(principal, str(Path(keytab).absolute()))
+        try:
+            conf = HadoopConf.load(require_conf_dir())
+            login = KerberosLogin(principal, str(Path(keytab).absolute()))
+        except Exception as exc:  # the job goes on with the tokens YARN gave it: say so, never fail for it
+            log.warning("no new HDFS tokens from the keytab: %s", exc)
+            return None
         loop = asyncio.get_running_loop()
         log.info("new HDFS delegation tokens will come from the keytab of %s", principal)
         return TokenRenewal(lambda: obtain_hdfs_token(conf, login),
