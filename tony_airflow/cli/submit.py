@@ -184,7 +184,8 @@ def add_submit_options(p: argparse.ArgumentParser) -> None:
     add_job_options(p)
     p.add_argument("--principal", help="Kerberos principal to submit as, with --keytab (default: the ticket "
                                        "cache of `kinit`, or the Hadoop tokens of HADOOP_TOKEN_FILE_LOCATION)")
-    p.add_argument("--keytab", help="the keytab of --principal; read here only, never shipped to the job")
+    p.add_argument("--keytab", help="the keytab of --principal: the client logs in with it, and the job's AM alone "
+                   "gets it (a private file) to obtain new HDFS tokens during the job")
     p.add_argument("--no-wait", "--detach", dest="no_wait", action="store_true",
                    help="return once the application is submitted and leave it running "
                         "(without it, Ctrl-C kills the application)")

@@ -359,7 +359,8 @@ _JOB_FILE_KEYS = {
     "am_attempts", "am_attempts_validity", "sidecar", "framework", "python", "am_memory", "am_vcores",
     "heartbeat_interval", "stop_grace", "history_dir", "spread", "am_node_label",
 }
-# Who submits, not what runs: read by the front end (a KerberosLogin), never shipped with the job.
+# Who submits, not what runs: read by the front end (a KerberosLogin), never in the job's spec (the keytab
+# reaches the AM alone, as a private file: core/am/token_renewal.py).
 CREDENTIAL_KEYS = {"principal", "keytab"}
 _TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role", "docker_image"}
 _TIMEOUT_KEYS = {f.name for f in fields(Timeouts)}

@@ -1,4 +1,4 @@
-"""ytf-submit's Kerberos options: checked in one line; credentials are read by the client, never shipped."""
+"""ytf-submit's Kerberos options: checked in one line; credentials are read by the client, never in the job's spec."""
 
 from __future__ import annotations
 
