@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import record
+from tests.e2e.helpers import krb5_config, record
 from tony_airflow.cli import tony as cli
 from tony_airflow.yarn.kerberos import KerberosLogin, spnego
 from tony_airflow.yarn.local import LocalCluster
@@ -71,16 +71,11 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory):
         raise
     record(f"secure cluster up ({' '.join(shape)})", time.monotonic() - started)
     network = cluster.network  # asked before `down`, which removes it
-    saved = os.environ.get("KRB5_CONFIG")
-    os.environ["KRB5_CONFIG"] = str(cluster.kdc.krb5_conf)
-    try:
-        yield cluster
-    finally:
-        cluster.down(log=lambda *_: None)
-        if saved is None:
-            os.environ.pop("KRB5_CONFIG", None)
-        else:
-            os.environ["KRB5_CONFIG"] = saved
+    with krb5_config(cluster.kdc.krb5_conf):
+        try:
+            yield cluster
+        finally:
+            cluster.down(log=lambda *_: None)
     if network is not None:
         left = [n for n in network.namespaces() if n.startswith(network.prefix + "h")]
         links = [link for link in network.links() if link.startswith(network.prefix)]

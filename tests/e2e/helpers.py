@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tony_airflow.yarn.local import LocalCluster
@@ -19,6 +21,21 @@ from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"
 MEASUREMENTS = Path(__file__).resolve().parents[2] / "artifacts" / "measurements.jsonl"
+
+
+@contextlib.contextmanager
+def krb5_config(path: Path) -> Iterator[None]:
+    """KRB5_CONFIG names a secure cluster's realm for the whole process while the cluster serves its tests
+    (gssapi reads it per call); what was there comes back after."""
+    saved = os.environ.get("KRB5_CONFIG")
+    os.environ["KRB5_CONFIG"] = str(path)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("KRB5_CONFIG", None)
+        else:
+            os.environ["KRB5_CONFIG"] = saved
 
 
 def record(name: str, seconds: float) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import PAYLOADS, record
+from tests.e2e.helpers import PAYLOADS, krb5_config, record
 from tony_airflow.cli import tony as cli
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import webhdfs
@@ -47,16 +47,11 @@ def short_token_cluster(tmp_path_factory: pytest.TempPathFactory):
         cluster.down(log=lambda *_: None)
         raise
     record("secure cluster with 60 s / 3 min tokens up", time.monotonic() - started)
-    saved = os.environ.get("KRB5_CONFIG")
-    os.environ["KRB5_CONFIG"] = str(cluster.kdc.krb5_conf)
-    try:
-        yield cluster
-    finally:
-        cluster.down(log=lambda *_: None)
-        if saved is None:
-            os.environ.pop("KRB5_CONFIG", None)
-        else:
-            os.environ["KRB5_CONFIG"] = saved
+    with krb5_config(cluster.kdc.krb5_conf):
+        try:
+            yield cluster
+        finally:
+            cluster.down(log=lambda *_: None)
     assert not any(cluster.running().values()), cluster.running()
 
 
