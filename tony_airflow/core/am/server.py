@@ -157,6 +157,8 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         if reason is not None:
             return web.json_response({"error": reason}, status=409)
         registered = b'{"ok": true, "gpus": ' + json.dumps(registry.gpus_of(msg.type, msg.index)).encode()
+        if registry.sealed_hdfs_token:  # a task starting after the job's first token expired stages with this one
+            registered += b', "hdfs_token": ' + json.dumps(registry.sealed_hdfs_token).encode()
         if wait <= 0:
             return web.Response(body=registered + b"}", content_type="application/json")
         return await spec_answer(request, msg.attempt, wait, (msg.type, msg.index), msg.container_id,

@@ -151,6 +151,7 @@ class Executor:
             reservation.release()
             return 0
         self._answered()
+        self._take_hdfs_token(answer.get("hdfs_token") or "")  # before staging: the job may outlive its first token
         heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         heartbeats.start()
         try:

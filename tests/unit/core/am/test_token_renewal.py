@@ -111,3 +111,30 @@ def test_a_token_in_a_logged_url_is_redacted():
     assert tr.RedactTokens().filter(record)
     assert "SECRETVALUE" not in record.getMessage()
     assert "op=RENEWDELEGATIONTOKEN&token=<redacted>" in record.getMessage()
+
+
+@pytest.mark.parametrize("wait", ["0", "5"])
+def test_a_task_registering_after_a_new_token_gets_it_before_it_stages(wait):
+    """A task that starts after the job's first token expired (a retry on day 8) stages its input and pulls
+    its output with the token in its registration answer, before its first heartbeat; with or without the
+    registration's long poll for the gang."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from tony_airflow.core.am import server
+
+    async def scenario() -> dict:
+        registry = Registry(make_job("worker:1"), "application_1_0001")
+        registry.new_attempt(1)
+        registry.sealed_hdfs_token = protocol.seal(SECRET, "new")
+        client = TestClient(TestServer(server.build_app(registry, SECRET)))
+        await client.start_server()
+        path = f"{protocol.REGISTER}?wait={wait}"
+        body = b'{"type": "worker", "index": 0, "attempt": 1, "host": "h", "port": 1}'
+        try:
+            resp = await client.post(path, data=body, headers=protocol.sign(SECRET, "POST", path, body))
+            return await resp.json()
+        finally:
+            await client.close()
+
+    answer = asyncio.run(scenario())
+    assert answer["ok"] is True and protocol.unseal(SECRET, answer["hdfs_token"]) == "new", answer
