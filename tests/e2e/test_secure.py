@@ -11,6 +11,7 @@ keytab or the tokens they were given.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import os
@@ -245,10 +246,16 @@ def test_a_task_environment_holds_no_credential_and_nothing_secret_reaches_the_l
                 "secure-env", cmd], secure_env(secure_cluster, tmp_path), 300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     app_id = app_id_of(proc.stdout)
-    logs = run([str(BIN / "tony"), "logs", app_id], ticket_env_for(secure_cluster, tmp_path), 180).stdout
-    assert "HADOOP_TOKEN_FILE_LOCATION=" in logs and "DTF_TASK_JOB_NAME=worker" in logs, logs[-3000:]
-    for forbidden in (str(secure_cluster.kdc.user_keytab), "keytab", ".keytab", USER_PASSWORD):
+    ticket = ticket_env_for(secure_cluster, tmp_path)
+    logs = run([str(BIN / "tony"), "logs", app_id], ticket, 180).stdout  # the AM's and the task's
+    task_log = run([str(BIN / "tony"), "logs", "--task", "worker:0", "--all-files", app_id], ticket, 180).stdout
+    assert "HADOOP_TOKEN_FILE_LOCATION=" in task_log and "DTF_TASK_JOB_NAME=worker" in task_log, task_log[-3000:]
+    assert "keytab" not in task_log.lower()  # the task never sees one (the AM alone gets it: token_renewal.py)
+    keytab = secure_cluster.kdc.user_keytab
+    for forbidden in (str(keytab), USER_PASSWORD, base64.b64encode(keytab.read_bytes()).decode(), keytab.read_bytes().hex()):
         assert forbidden not in logs, forbidden
+    # the AM's new HDFS tokens: a URL that carries one is logged redacted
+    assert set(re.findall(r"(?:token|delegation)=([^&\s\"']+)", logs)) <= {"<redacted>"}, logs[-3000:]
     secret = (aside / "secret").read_text().strip()
     tokens = read_token_file(aside / "tokens")
     assert {t.kind for t in tokens} >= {"HDFS_DELEGATION_TOKEN"}
