@@ -39,7 +39,7 @@ from tony_airflow.core.am.token_renewal import (
 from tony_airflow.core.am.yarn_view import ClusterView, YarnView
 from tony_airflow.core.history import events as ev
 from tony_airflow.core.history.events import EventLog, HistoryUnreadable
-from tony_airflow.core.history.model import JobHistory, TaskRun
+from tony_airflow.core.history.model import JobHistory, TaskRun, when
 from tony_airflow.core.history.render import Links, render_job
 from tony_airflow.core.history.store import HistoryStore, history_dir
 from tony_airflow.core.placement import initial_container_ids, service_name, spread_services
@@ -629,8 +629,7 @@ class ApplicationMaster:
         except (OSError, TokenFileError) as exc:
             log.warning("could not read the HDFS delegation token's lifetime: %s", exc)
             return
-        log.info("the HDFS delegation token can be renewed until %s (max lifetime)",
-                 time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ident.max_ms / 1000)))
+        log.info("the HDFS delegation token can be renewed until %s UTC (max lifetime)", when(ident.max_ms / 1000))
         self.history.emit(ev.TOKENS, kind=token.kind, issued=ident.issue_ms / 1000,
                           renewable_until=ident.max_ms / 1000, renewer=ident.renewer,
                           keytab=bool(os.environ.get(KEYTAB_ENV)))

@@ -126,4 +126,6 @@ class TokenRenewal:
 
 
 def _utc(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+    from tony_airflow.core.history.model import when
+
+    return f"{when(seconds)} UTC"

@@ -7,6 +7,7 @@ shows the same thing.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -281,5 +282,12 @@ class JobHistory:
         return rows
 
 
+def when(ts: float | None) -> str:
+    """A time of the history as its pages and reports show it (UTC)."""
+    if ts is None:
+        return ""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _utc(seconds: Any) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(seconds or 0)))
+    return f"{when(float(seconds or 0))} UTC"

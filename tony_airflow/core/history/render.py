@@ -7,14 +7,13 @@ logs itself; the live AM links the NodeManager), so the caller passes a
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import jinja2
 
-from tony_airflow.core.history.model import JobHistory, TaskRun
+from tony_airflow.core.history.model import JobHistory, TaskRun, when
 from tony_airflow.core.job_usage import usage_line
 
 _ENV = jinja2.Environment(
@@ -22,12 +21,6 @@ _ENV = jinja2.Environment(
     autoescape=jinja2.select_autoescape(["html"]),
     trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
 )
-
-
-def when(ts: float | None) -> str:
-    if ts is None:
-        return ""
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def duration(seconds: float | None) -> str:

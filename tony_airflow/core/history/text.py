@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tony_airflow.core.history.model import JobHistory
-from tony_airflow.core.history.render import duration, mib, when
+from tony_airflow.core.history.model import JobHistory, when
+from tony_airflow.core.history.render import duration, mib
 from tony_airflow.core.job_usage import usage_line
 
 
