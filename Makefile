@@ -6,15 +6,18 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= test,airflow,tensorflow,bench,kerberos,openlineage
+# the tests also run PyTorch (~5.4 GB, the CUDA build PyPI serves); the demo does not need it
+TEST_EXTRAS ?= $(EXTRAS),pytorch
 STAMP  := $(VENV)/.installed-$(EXTRAS)
+TEST_STAMP := $(VENV)/.installed-$(TEST_EXTRAS)
 
 .PHONY: demo test soak bench venv browser krb5 containers cluster-down clean
 
 # krb5 first: the `kerberos` extra's gssapi builds against libkrb5-dev (krb5-config).
-$(STAMP): pyproject.toml | krb5
+$(VENV)/.installed-%: pyproject.toml | krb5
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/python -m pip install -q -e '.[$*]'
 	@touch $@
 
 venv: $(STAMP)
@@ -26,7 +29,7 @@ demo: $(STAMP)
 
 ## make test: lint and types, then the whole test suite; end-to-end tests start their own local cluster.
 ## `pytest -m "not e2e"` is the fast loop (no cluster).
-test: $(STAMP) browser containers
+test: $(TEST_STAMP) browser containers
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest --junitxml=artifacts/junit.xml

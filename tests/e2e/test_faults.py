@@ -220,12 +220,22 @@ def test_a_sigkilled_executor_takes_its_command_with_it(local_cluster, rm):
                   "python3 ${DTF_TASK_SCRIPT}; echo the command is a grandchild of the executor")
     app_id = _app_id(_read_until(proc.stdout, "Submitted application"))
     ours = "container_" + app_id.split("_", 1)[1] + "_"
-    with TonyClient() as client:
-        _wait_running(rm, app_id, client, tasks=1)
-    procs = [p for p in local_cluster.container_processes() if p.container_id.startswith(ours)]
-    executor = [p for p in procs if "tony_airflow.core.executor" in p.cmdline and "guard" not in p.cmdline]
-    command = [p for p in procs if "sleep.py" in p.cmdline]
-    assert len(executor) == 1 and len(command) == 1, procs
+    try:
+        with TonyClient() as client:
+            _wait_running(rm, app_id, client, tasks=1)
+        # RUNNING means the executor started its wrapper; the shell's python may come a moment later (a
+        # CI run under load looked before it had): counted looks, no wall clock.
+        for _ in range(120):
+            procs = [p for p in local_cluster.container_processes() if p.container_id.startswith(ours)]
+            executor = [p for p in procs if "tony_airflow.core.executor" in p.cmdline and "guard" not in p.cmdline]
+            command = [p for p in procs if "sleep.py" in p.cmdline]
+            if command:
+                break
+            time.sleep(0.25)
+        assert len(executor) == 1 and len(command) == 1, procs
+    except BaseException:
+        rm.kill(app_id)
+        raise
     assert psutil.Process(command[0].pid).ppid() != executor[0].pid  # a grandchild: no parent-death signal
     os.kill(executor[0].pid, signal.SIGKILL)
     killed_at = time.monotonic()

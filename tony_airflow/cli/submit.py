@@ -77,6 +77,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tags", help="comma-separated YARN application tags")
     p.add_argument("--python", help="the Python on the nodes that runs the executor (default: python3)")
     p.add_argument("--framework", help="tensorflow (default), pytorch or generic")
+    p.add_argument("--nproc_per_node", "--nproc-per-node", action="append",
+                   help="PyTorch: processes torchrun starts per container, '<n>' or '<type>:<n>' (default 1)")
     p.add_argument("--history-dir", dest="history_dir",
                    help="where the AM writes the job's event log (default: $TONY_HISTORY_DIR or "
                         "/tmp/tony-history on HDFS)")
@@ -99,6 +101,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "tracked": args.tracked, "untracked": args.untracked, "sidecar": args.sidecar, "tags": args.tags,
         "python": args.python, "framework": args.framework, "history_dir": args.history_dir,
         "spread": ",".join(args.spread) if args.spread else None, "am_node_label": args.am_node_label,
+        "nproc_per_node": args.nproc_per_node,
     }
     for key, value in simple.items():
         if value is not None:

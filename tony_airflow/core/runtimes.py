@@ -72,21 +72,51 @@ def tensorflow_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) 
 
 def pytorch_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) -> dict[str, str]:
     """torch.distributed's `env://` names, and TonY's (its PyTorchRuntime: `INIT_METHOD`, `RANK`, `WORLD`)
-    for programs written for TonY; rank 0 is the chief (the master, else worker 0) in both."""
+    for programs written for TonY; rank 0 is the chief (the master, else worker 0) in both. A plain
+    `python train.py` is one process per container with these; torchrun replaces them in its processes."""
     if job.tasks[me.type].role == "sidecar":
         return {}
     order = [(t, i) for t in job.cluster_types() if t in hosts for i in range(len(hosts[t]))]
     chief = chief_of({t: hosts[t] for t in job.cluster_types() if t in hosts}) or order[0]
     master_host, master_port = hosts[chief[0]][chief[1]].rsplit(":", 1)
+    rank = order.index((me.type, me.index))
     return {
         "MASTER_ADDR": master_host,
         "MASTER_PORT": master_port,
-        "RANK": str(order.index((me.type, me.index))),
+        "RANK": str(rank),
         "WORLD_SIZE": str(len(order)),
         "LOCAL_RANK": "0",
         "INIT_METHOD": f"tcp://{master_host}:{master_port}",
         "WORLD": str(len(order)),
+        **torchrun_env(job, me, (master_host, master_port), rank, len(order)),
     }
+
+
+def torchrun_env(job: JobSpec, me: TaskIdentity, master: tuple[str, str], node_rank: int,
+                 nodes: int) -> dict[str, str]:
+    """torchrun's settings as its own environment variables (it reads each option `--x-y` from `PET_X_Y`),
+    so the command is the one a user types by hand (`torchrun train.py`) and nothing rewrites it.
+
+    The static rendezvous, with the container's rank as its node rank: global rank 0, where programs save
+    their checkpoints, is then in the chief's container, whose output is the one committed to the job's
+    output (core/executor/output_commit.py); c10d's rendezvous ranks nodes by host name and pid instead.
+    Its store listens on the chief's reserved port (held with SO_REUSEADDR until it binds: port.py).
+    No restarts: a failed process fails its container and the job's attempts take over."""
+    task = job.tasks[me.type]
+    env = {
+        "PET_NNODES": str(nodes),
+        "PET_NODE_RANK": str(node_rank),
+        "PET_NPROC_PER_NODE": str(task.nproc_per_node),
+        "PET_RDZV_BACKEND": "static",
+        "PET_RDZV_ENDPOINT": f"{master[0]}:{master[1]}",
+        "PET_MASTER_ADDR": master[0],
+        "PET_MASTER_PORT": master[1],
+        "PET_RDZV_ID": f"{me.app_id}-{me.attempt}",
+        "PET_MAX_RESTARTS": "0",
+    }
+    if "OMP_NUM_THREADS" not in job.env:  # torchrun would set 1; the container's vcores shared by its processes
+        env["OMP_NUM_THREADS"] = str(max(1, task.vcores_of(me.index) // task.nproc_per_node))
+    return env
 
 
 # one per name in core.spec.FRAMEWORKS (tests/unit check it)

@@ -59,6 +59,8 @@ ROLES = ("tracked", "untracked", "sidecar")
 MIN_HEARTBEAT_INTERVAL_S = 0.1
 MAX_JOB_FILE_BYTES = 2**20
 FRAMEWORKS = ("tensorflow", "pytorch", "generic")
+# torchrun's processes per container: one per GPU on the largest nodes sold today (8), with room.
+MAX_NPROC_PER_NODE = 64
 
 
 SECRET_NAME = re.compile(r"(?i)(secret|passw|pwd|token|credential|private|auth|(^|_)(api|access)?_?key(_|$))")
@@ -83,6 +85,7 @@ class TaskSpec:
     command: str = ""
     role: str = "tracked"
     docker_image: str = ""  # this type's own image ("" : the job's)
+    nproc_per_node: int = 1  # processes torchrun starts in each container of this type (PyTorch)
     # per-index overrides of memory and vcores (the `worker[0]:8192` form)
     memory_by_index: dict[int, int] = field(default_factory=dict)
     vcores_by_index: dict[int, int] = field(default_factory=dict)
@@ -215,6 +218,23 @@ class JobSpec:
         if name and "chief" in self.tasks and "master" in self.tasks:
             raise UsageError(f"cluster_requirement: chief and master — {name} has one chief (master is its old "
                              "name); allowed: one of them")
+        self._check_nproc()
+
+    def _check_nproc(self) -> None:
+        """Several processes per container are torchrun's (core/runtimes.py): PyTorch only, cluster types only,
+        and no more processes than the container has GPUs when it has any (each local rank takes one)."""
+        for task in self.tasks.values():
+            n = task.nproc_per_node
+            if n == 1:
+                continue
+            if self.framework != "pytorch":
+                raise UsageError(f"nproc_per_node: {task.name}:{n} — several processes per container are started "
+                                 f"by torchrun; allowed: 1 for framework {self.framework}, or --framework pytorch")
+            if task.role == "sidecar":
+                raise UsageError(f"nproc_per_node: {task.name} is a sidecar, outside torch's world; allowed: 1")
+            if task.gpus and n > task.gpus:
+                raise UsageError(f"nproc_per_node: {task.name}:{n} — its containers have {task.gpus} GPU(s), one "
+                                 f"per process; allowed: at most {task.gpus}")
 
     def _check_spread(self) -> None:
         """A spread type asks YARN for named hosts, one per task, locality not relaxed."""
@@ -357,12 +377,13 @@ _JOB_FILE_KEYS = {
     "docker_image", "docker_runtime", "docker_engine", "docker_mounts", "docker_user", "python_venv",
     "client", "max_attempts", "max_free_retries", "timeouts", "tracked", "untracked",
     "am_attempts", "am_attempts_validity", "sidecar", "framework", "python", "am_memory", "am_vcores",
-    "heartbeat_interval", "stop_grace", "history_dir", "spread", "am_node_label",
+    "heartbeat_interval", "stop_grace", "history_dir", "spread", "am_node_label", "nproc_per_node",
 }
 # Who submits, not what runs: read by the front end (a KerberosLogin), never in the job's spec (the keytab
 # reaches the AM alone, as a private file: core/am/token_renewal.py).
 CREDENTIAL_KEYS = {"principal", "keytab"}
-_TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role", "docker_image"}
+_TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role", "docker_image",
+              "nproc_per_node"}
 _TIMEOUT_KEYS = {f.name for f in fields(Timeouts)}
 
 
@@ -416,6 +437,10 @@ def _as_list(value: Any, field_name: str) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
     raise UsageError(f"{field_name}: expected a list or a comma-separated string, not {type(value).__name__}")
+
+
+def _parse_nproc(value: Any, field_name: str) -> int:
+    return parse_count(value, field_name, maximum=MAX_NPROC_PER_NODE)
 
 
 def _mounts_option(value: Any) -> list[str]:
@@ -477,9 +502,11 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
     vcores = ResourceForms.parse(opts.get("task_vcores"), "task_vcores", parse_count)
     gpus = ResourceForms.parse(opts.get("task_gpus"), "task_gpus", lambda v, f: parse_count(v, f, minimum=0))
     labels = ResourceForms.parse(opts.get("node_label"), "node_label", lambda v, f: v.strip())
-    for forms, name in ((memory, "task_memory"), (vcores, "task_vcores"), (gpus, "task_gpus"), (labels, "node_label")):
+    nprocs = ResourceForms.parse(opts.get("nproc_per_node"), "nproc_per_node", _parse_nproc)
+    for forms, name in ((memory, "task_memory"), (vcores, "task_vcores"), (gpus, "task_gpus"), (labels, "node_label"),
+                        (nprocs, "nproc_per_node")):
         forms.check_against(instances, name)
-    for forms, name in ((gpus, "task_gpus"), (labels, "node_label")):
+    for forms, name in ((gpus, "task_gpus"), (labels, "node_label"), (nprocs, "nproc_per_node")):
         if forms.per_task:
             (t, i), _ = next(iter(forms.per_task.items()))
             raise UsageError(f"{name}: {t}[{i}] — the per-task form is only for task_memory and task_vcores; "
@@ -508,6 +535,8 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
             "vcores": parse_count(body["vcores"], f"tasks.{name}.vcores") if "vcores" in body else None,
             "gpus": parse_count(body["gpus"], f"tasks.{name}.gpus", 0) if "gpus" in body else None,
             "node_label": str(body["node_label"]).strip() if body.get("node_label") is not None else None,
+            "nproc": _parse_nproc(body["nproc_per_node"], f"tasks.{name}.nproc_per_node")
+            if "nproc_per_node" in body else None,
         }
         tasks[name] = TaskSpec(
             name=name, instances=n,
@@ -518,6 +547,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
             command=str((type_commands or {}).get(name) or body.get("command") or ""),
             role=roles[name],
             docker_image=type_images.get(name, ""),
+            nproc_per_node=nprocs.for_type(name, own["nproc"], 1),
             memory_by_index={i: m for (t, i), m in memory.per_task.items() if t == name},
             vcores_by_index={i: v for (t, i), v in vcores.per_task.items() if t == name},
         )

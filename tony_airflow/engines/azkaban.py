@@ -33,13 +33,13 @@ SEED_KEYS = ("cluster_requirement", "task_command", "task_memory", "task_vcores"
              "output", "script", "docker_image", "docker_runtime", "docker_engine", "docker_mounts", "docker_user",
              "name", "queue", "max_attempts", "max_free_retries", "am_attempts",
              "am_attempts_validity", "tensorboard", "framework", "python", "tracked", "untracked", "sidecar", "tags",
-             "spread", "am_node_label")
+             "spread", "am_node_label", "nproc_per_node")
 # TonY's Azkaban jobtype keys
 TONY_KEYS = ("executes", "task_params", "src_dir", "python_venv", "python_binary_path", "tensorboard_log_dir")
 TONY_APPLICATION_KEYS = {"tony.application.name": "name", "tony.application.tags": "tags",
                          "tony.application.timeout": "timeout", "tony.yarn.queue": "queue",
                          "tony.application.tensorboard-log-dir": "tensorboard_log_dir",
-                         "tony.history.location": "history_dir"}
+                         "tony.history.location": "history_dir", "tony.application.framework": "framework"}
 NOT_TASKS = ("tony.application.", "tony.yarn.", "tony.history.", "tony.docker.")  # tony.<type>.<field> never starts so
 TONY_TASK = re.compile(r"^tony\.(?P<type>[a-z][a-z0-9_]*)\.(?P<field>[a-z-]+)$")
 TONY_TASK_FIELDS = {"instances": "instances", "memory": "memory", "vcores": "vcores", "gpus": "gpus",

@@ -91,3 +91,14 @@ def test_entry_point_exits_2_with_one_line_and_submits_nothing(tmp_path):
     assert proc.stderr.strip().splitlines() == ["error: tony.worker.memroy: unknown task field 'memroy'; "
                                                 "allowed: instances, memory, vcores, gpus, node-label, command"]
     assert not out.exists()
+
+
+def test_a_pytorch_job_by_tonys_framework_key_with_torchrun_processes_per_container(tmp_path):
+    """Issue #42: TonY's `tony.application.framework`, and torchrun's processes per container."""
+    props = _props(tmp_path, "\n".join([
+        "type=tensorflow", "tony.application.framework=pytorch", "tony.master.instances=1",
+        "tony.worker.instances=2", "nproc_per_node=worker:2", "task_command=torchrun train.py",
+    ]))
+    job = build_job_spec(job_options(props))
+    assert job.framework == "pytorch"
+    assert (job.tasks["master"].nproc_per_node, job.tasks["worker"].nproc_per_node) == (1, 2)

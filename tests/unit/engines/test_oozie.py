@@ -137,3 +137,14 @@ def test_oozie_jar_and_action_options_bad_input_is_one_line_and_exit_2(capsys, a
     code = tony.run(["oozie", *argv])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.strip().splitlines() == [line]
+
+
+def test_a_pytorch_action_carries_its_framework_and_processes_per_container(capsys):
+    """Issue #42: the generator validates as the launcher will and keeps the options in the action."""
+    from tony_airflow.cli.oozie import workflow_command
+
+    assert workflow_command(["--action-only", "-r", "master:1,worker:2", "--framework", "pytorch",
+                             "--nproc_per_node", "worker:2", "torchrun train.py"]) == 0
+    args = [a.text for a in ET.fromstring(capsys.readouterr().out).findall("java/arg")]
+    assert args[3:] == ["-r", "master:1,worker:2", "--framework", "pytorch", "--nproc_per_node", "worker:2",
+                        "torchrun train.py"]

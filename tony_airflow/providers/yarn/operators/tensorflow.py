@@ -79,6 +79,10 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         connection's ``queue`` extra, else ``default``
     :param docker_image: the image the tasks run in (``"IMAGE"``, or a list with ``"TYPE:IMAGE"`` forms); the
         engine, mounts and user come from ``conf`` (``docker_engine``, ``docker_mounts``, ``docker_user``)
+    :param framework: ``"tensorflow"`` (default: ``TF_CONFIG``), ``"pytorch"`` (``MASTER_ADDR``, ``RANK``,
+        ``WORLD_SIZE``, TonY's ``INIT_METHOD``/``WORLD``, and torchrun's ``PET_*`` settings) or ``"generic"``
+    :param nproc_per_node: PyTorch: the processes a ``torchrun`` command starts in each container, ``2`` or
+        ``"worker:2"`` (default 1)
     :param application_name / node_label / env / max_attempts / max_free_retries /
         am_attempts: as in ``ytf-submit``
     :param conf: a YAML/JSON job file path, or a mapping of further job fields (timeouts, tracked, ...);
@@ -96,7 +100,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     template_fields: Sequence[str] = (
         "command", "cluster_requirement", "tasks", "task_memory", "task_vcores", "task_gpus", "script",
         "src_dir", "python_venv", "input_path", "output_path", "yarn_queue", "application_name", "node_label",
-        "docker_image", "env", "conf",
+        "docker_image", "env", "conf", "framework",
     )
     template_fields_renderers = {"command": "bash", "env": "json", "tasks": "json", "conf": "json"}
     operator_extra_links = (YarnApplicationLink(), TensorBoardLink())
@@ -122,6 +126,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         application_name: str | None = None,
         node_label: str | Sequence[str] | None = None,
         docker_image: str | Sequence[str] | None = None,
+        framework: str | None = None,
+        nproc_per_node: str | int | Sequence[str] | None = None,
         env: Mapping[str, str] | None = None,
         conf: str | Mapping[str, Any] | None = None,
         max_attempts: int | None = None,
@@ -152,6 +158,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.application_name = application_name
         self.node_label = node_label
         self.docker_image = docker_image
+        self.framework = framework
+        self.nproc_per_node = nproc_per_node
         self.env = env
         self.conf = conf
         self.max_attempts = max_attempts
@@ -190,6 +198,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             "queue": self.yarn_queue or self.hook.settings.queue, "name": self.application_name or self.task_id,
             "node_label": self.node_label, "docker_image": self.docker_image, "max_attempts": self.max_attempts,
             "max_free_retries": self.max_free_retries, "am_attempts": self.am_attempts,
+            "framework": self.framework, "nproc_per_node": self.nproc_per_node,
         }
         for key, value in explicit.items():
             if value is None or value == "":

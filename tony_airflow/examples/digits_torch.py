@@ -1,0 +1,118 @@
+"""PyTorch DistributedDataParallel (gloo, CPU) on the digits data set.
+
+Reads only torch.distributed's own environment (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`,
+`LOCAL_RANK`) and DTF_OUTPUT_PATH, so the same file runs under `torchrun` on YARN (`ytf-submit --framework
+pytorch … torchrun digits_torch.py`), as one plain process per container (`python digits_torch.py`) and by
+hand under torchrun on one machine. Rank 0 saves a checkpoint after every epoch (`torch.save` to a temporary
+name, then one rename: the file is whole or absent) and every rank resumes from it, so a later attempt goes
+on from the last finished epoch. Rank 0 writes metrics.json: the test accuracy, and each rank's place
+(rank, local rank, node rank, world size) and a digest of its parameters, which DDP keeps identical.
+
+    [torchrun] python digits_torch.py [--epochs N] [--steps-per-epoch S] [--batch B] [--sleep-per-epoch S]
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from tony_airflow.examples.digits_data import load, training_args, write_metrics
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def build_model() -> nn.Module:
+    """The digits examples' classifier (64 features -> 64 ReLU -> 10 logits), as in digits_data.build_model."""
+    torch.manual_seed(7)  # the same start on every rank (DDP also broadcasts rank 0's)
+    return nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def save_checkpoint(directory: str, state: dict) -> None:
+    """Whole or absent: written under a name of its own, then renamed over the last one."""
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{CHECKPOINT}.", suffix=".part", dir=directory)
+    os.fchmod(fd, 0o644)  # as open() would make it, not mkstemp's 0600
+    with os.fdopen(fd, "wb") as fh:
+        torch.save(state, fh)
+    os.replace(tmp, os.path.join(directory, CHECKPOINT))
+
+
+def load_checkpoint(directory: str) -> dict | None:
+    path = os.path.join(directory, CHECKPOINT)
+    return torch.load(path, weights_only=True) if os.path.exists(path) else None
+
+
+def parameter_digest(model: nn.Module) -> str:
+    digest = hashlib.sha256()
+    for tensor in model.state_dict().values():
+        digest.update(tensor.detach().cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def main() -> None:
+    args = training_args()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = os.environ.get("DTF_OUTPUT_PATH") or tempfile.mkdtemp()
+    features, labels = load("train")
+    x, y = torch.from_numpy(features), torch.from_numpy(labels)
+    model = build_model()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    start_epoch = 0
+    saved = load_checkpoint(out)  # every rank reads the output path's copy: what the chief's container mirrored
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        start_epoch = saved["epoch"] + 1
+    print(f"rank {rank} of {world}: {'resuming at epoch ' + str(start_epoch) if saved else 'starting fresh'}",
+          flush=True)
+    ddp = DistributedDataParallel(model)
+    loss_fn = nn.CrossEntropyLoss()
+    generator = torch.Generator().manual_seed(1000 + rank)
+    epoch_seconds = []
+    for epoch in range(start_epoch, args.epochs):
+        began = time.perf_counter()
+        for _ in range(args.steps_per_epoch):
+            batch = torch.randint(len(x), (args.batch,), generator=generator)  # each rank its own samples
+            optimizer.zero_grad()
+            loss = loss_fn(ddp(x[batch]), y[batch])
+            loss.backward()
+            optimizer.step()
+        epoch_seconds.append(time.perf_counter() - began)
+        if rank == 0:
+            save_checkpoint(out, {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch})
+            at = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+            print(f"epoch {epoch} loss {loss.item():.4f} at {at}", flush=True)
+        time.sleep(args.sleep_per_epoch)
+    place = {"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+             "node_rank": int(os.environ.get("GROUP_RANK", os.environ.get("RANK", "0"))),
+             "world_size": world, "host": os.environ.get("NM_HOST", ""),
+             "task": f"{os.environ.get('DTF_TASK_JOB_NAME', '')}:{os.environ.get('DTF_TASK_INDEX', '')}",
+             "container": os.environ.get("CONTAINER_ID", ""), "parameters": parameter_digest(model)}
+    places: list = [None] * world
+    dist.all_gather_object(places, place)
+    if rank == 0:
+        tx, ty = load("test")
+        with torch.no_grad():
+            accuracy = float((model(torch.from_numpy(tx)).argmax(dim=1).numpy() == ty).mean())
+        steps = args.steps_per_epoch * len(epoch_seconds)
+        write_metrics(out, "metrics.json", {
+            "attempt": int(os.environ.get("TONY_ATTEMPT", "1")), "resumed_at_epoch": start_epoch,
+            "test_accuracy": accuracy, "world_size": world, "ranks": places,
+            "epoch_seconds": [round(t, 3) for t in epoch_seconds],
+            "steps_per_second": steps / sum(epoch_seconds) if sum(epoch_seconds) else 0.0,
+        })
+        print(f"test accuracy {accuracy:.4f}; checkpoint and metrics in {out}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
