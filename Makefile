@@ -56,7 +56,7 @@ $(TFYARN_VENV)/.installed: Makefile
 	$(TFYARN_VENV)/bin/python -m pip install -q --no-deps 'tf-keras==2.15.*'
 	@touch $@
 
-bench: $(STAMP) $(TFYARN_VENV)/.installed containers
+bench: $(TEST_STAMP) $(TFYARN_VENV)/.installed containers
 	$(BIN)/tony cluster up
 	TONY_BENCH_TFYARN_PYTHON=$(CURDIR)/$(TFYARN_VENV)/bin/python $(BIN)/python -m bench
 

@@ -21,6 +21,7 @@ from bench import (
     guard_cost,
     launch_latency,
     registry_scale,
+    torch_overhead,
     training_overhead,
 )
 from bench.report import Report
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--runs", type=int, default=5, help="launch latency runs (default 5)")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["launch_latency", "registry_scale", "training_overhead", "airflow_deferrable",
-                                 "container_cost", "guard_cost", "commit_cost"])
+                                 "container_cost", "guard_cost", "commit_cost", "torch_overhead"])
     args = parser.parse_args(argv)
     steps: list[tuple[str, Callable[[], list[Report]]]] = [
         ("launch_latency", lambda: [launch_latency.run(args.runs)]),
@@ -90,7 +91,8 @@ def main(argv: list[str]) -> None:
         ("airflow_deferrable", lambda: [airflow_deferrable.run(airflow_deferrable.SIZES, 30.0)]),
         ("container_cost", lambda: [container_cost.run()]),
         ("guard_cost", lambda: [guard_cost.run()]),
-        ("commit_cost", lambda: [commit_cost.run()])]
+        ("commit_cost", lambda: [commit_cost.run()]),
+        ("torch_overhead", lambda: [torch_overhead.run()])]
     reports = []
     for name, step in steps:
         if name in args.skip:

@@ -1,16 +1,20 @@
 """Real PyTorch (PyPI's torch, gloo on CPU) on the local YARN (issue #42): DDP training of the digits example
-into HDFS, torchrun with several processes per container, and a program written for TonY."""
+into HDFS, torchrun with several processes per container (as a DAG node), and a program written for TonY."""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import PAYLOADS, aggregated_logs, ytf_submit
+from tests.e2e.helpers import PAYLOADS, aggregated_logs, run_dag, ytf_submit
+from tony_airflow.cli.dag_test import local_yarn_connection
 from tony_airflow.yarn.hdfs import webhdfs
 
 pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _metrics(path: str) -> dict:
@@ -35,15 +39,21 @@ def test_a_master_and_two_workers_train_the_digits_with_ddp_into_hdfs(local_clus
     assert f"{out}/checkpoint.pt" in webhdfs().find(out)
 
 
-def test_torchrun_with_two_processes_in_each_of_two_containers_makes_a_world_of_four(local_cluster, rm):
-    """The user's command is the torchrun command typed by hand; the executor gave it its settings (PET_*):
-    2 containers x 2 processes, local ranks 0-1 in each, global rank 0 in worker 0's (the chief's) container."""
-    out = "/tmp/e2e/torchrun"
-    proc, app_id = ytf_submit("-r", "worker:2", "--framework", "pytorch", "--nproc_per_node", "2", "-c", "2",
-                              "-m", "3072", "-o", f"hdfs://{out}", "-n", "torchrun",
-                              "torchrun -m tony_airflow.examples.digits_torch --epochs 4", timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    metrics = _metrics(out)
+@pytest.fixture(scope="module")
+def airflow_env(local_cluster, tmp_path_factory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("airflow-torch")
+    return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW_CONN_YARN_DEFAULT": local_yarn_connection(local_cluster)}
+
+
+def test_the_torchrun_dag_runs_two_processes_in_each_of_two_containers_a_world_of_four(local_cluster, rm,
+                                                                                         airflow_env):
+    """dags_examples/tony_torch.py: the operator's framework="pytorch", nproc_per_node=2; the command is the
+    torchrun command typed by hand, the executors gave it its settings (PET_*): local ranks 0-1 in each
+    container, global rank 0 in worker 0's (the chief's) container, whose output reached HDFS."""
+    summary, log = run_dag(airflow_env, ROOT / "dags_examples" / "tony_torch.py", "tony_torch")
+    assert summary["state"] == "success", log[-4000:]
+    metrics = summary["xcoms"]["report"]["return_value"]
     ranks = sorted(metrics["ranks"], key=lambda r: r["rank"])
     assert metrics["world_size"] == 4 and [r["rank"] for r in ranks] == [0, 1, 2, 3]
     by_container: dict[str, list[int]] = {}
