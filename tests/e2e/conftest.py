@@ -157,9 +157,18 @@ def docker_engine(tmp_path_factory: pytest.TempPathFactory):
 _ROOTFS: dict[str, object] = {}  # the image's root file system, made in the background from the session's start
 
 
+_TOKEN_JOB: dict[str, object] = {}  # test_renewed_tokens.py's 6-minute job, started with the session
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """When a collected test runs in `tony image build`'s image, its slow part (debootstrap, pip) starts
-    now, beside the tests that come first, and `tony_image` waits for it."""
+    now, beside the tests that come first, and `tony_image` waits for it. So does the 6-minute job of
+    test_renewed_tokens.py (tests/e2e/token_job.py), which mostly sleeps."""
+    if any("long_token_job" in getattr(item, "fixturenames", ()) for item in session.items):
+        from tests.e2e.token_job import LongTokenJob
+
+        state_dir = session.config._tmp_path_factory.mktemp("short-token-cluster")  # type: ignore[attr-defined]
+        _TOKEN_JOB["job"] = LongTokenJob(state_dir).start()
     if not any("tony_image" in getattr(item, "fixturenames", ()) for item in session.items):
         return
     from tony_airflow.containers import image
@@ -255,3 +264,10 @@ def nothing_left_behind(request: pytest.FixtureRequest):
         pytest.fail(f"left behind after {LEFTOVER_GRACE_S:.0f}s: applications "
                     f"{[(a.id, a.state) for a in apps]}, container processes "
                     f"{[(p.pid, p.container_id, p.cmdline[:80]) for p in procs]}")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The long token job's cluster goes with the session, also when its test never ran (-x, a crash)."""
+    job = _TOKEN_JOB.get("job")
+    if job is not None:
+        job.down()  # type: ignore[attr-defined]

@@ -1,7 +1,8 @@
 """A job longer than its delegation tokens live (issue #44 item 2), on a secure cluster of its own whose
 NameNode gives tokens a renew interval of 60 s and a maximum lifetime of 3 min: submitted with a keytab,
 the job writes to HDFS for 6 minutes and SUCCEEDS with every checkpoint there, its AM having obtained new
-HDFS tokens from the keytab and handed them to its executor (core/am/token_renewal.py)."""
+HDFS tokens from the keytab and handed them to its executor (core/am/token_renewal.py). The job runs in the
+background from the session's start (tests/e2e/token_job.py); this test waits for it and checks."""
 
 from __future__ import annotations
 
@@ -9,50 +10,36 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import PAYLOADS, krb5_config, record
-from tony_airflow.cli import tony as cli
+from tests.e2e import conftest
+from tests.e2e.helpers import krb5_config, record
+from tests.e2e.token_job import JOB_S, OUT, RENEW_INTERVAL_MS, STEP_S, LongTokenJob
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.kerberos import KerberosLogin
-from tony_airflow.yarn.local import LocalCluster
-from tony_airflow.yarn.local.config import ClusterSettings
 
 pytest.importorskip("gssapi")
 
 BIN = Path(sys.executable).parent
-RENEW_INTERVAL_MS, MAX_LIFETIME_MS = 60_000, 180_000
-JOB_S, STEP_S = 360, 20
 
 
 @pytest.fixture(scope="module")
-def short_token_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """`tony cluster up --secure` with the NameNode's token lifetimes shortened (its `cluster.json`
-    written first: `extra` keys `dfs.*` go to hdfs-site). Its realm is the module's: KRB5_CONFIG names it
-    here, and is put back after."""
-    state_dir = tmp_path_factory.mktemp("short-token-cluster")
-    settings = ClusterSettings.choose()
-    settings.extra = {"dfs.namenode.delegation.token.renew-interval": str(RENEW_INTERVAL_MS),
-                      "dfs.namenode.delegation.token.max-lifetime": str(MAX_LIFETIME_MS)}
-    settings.save(state_dir / "cluster.json")
-    cluster = LocalCluster(state_dir)
-    started = time.monotonic()
+def long_token_job(tmp_path_factory: pytest.TempPathFactory):
+    """The job started with the session (conftest.pytest_collection_finish), once it ended; its cluster is
+    stopped after the test, and its realm is the test's while it checks (KRB5_CONFIG, put back after)."""
+    job = conftest._TOKEN_JOB.get("job") or LongTokenJob(tmp_path_factory.mktemp("short-token-cluster")).start()
+    assert isinstance(job, LongTokenJob)
     try:
-        assert cli.run(["cluster", "up", "--secure", "--state-dir", str(state_dir)]) == 0
-    except BaseException:
-        cluster.down(log=lambda *_: None)
-        raise
-    record("secure cluster with 60 s / 3 min tokens up", time.monotonic() - started)
-    with krb5_config(cluster.kdc.krb5_conf):
-        try:
-            yield cluster
-        finally:
-            cluster.down(log=lambda *_: None)
-    assert not any(cluster.running().values()), cluster.running()
+        job.result(timeout=JOB_S + 1200)
+        record("secure cluster with 60 s / 3 min tokens up (in the background)", job.up_s)
+        with krb5_config(job.cluster.kdc.krb5_conf):
+            yield job
+    finally:
+        job.down()
+    assert not any(job.cluster.running().values()), job.cluster.running()
 
 
 def _events(fs, app_id: str) -> list[dict]:
@@ -60,20 +47,13 @@ def _events(fs, app_id: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def test_a_job_longer_than_its_tokens_live_succeeds_with_new_tokens_from_its_keytab(short_token_cluster, tmp_path):
-    cluster = short_token_cluster
+def test_a_job_longer_than_its_tokens_live_succeeds_with_new_tokens_from_its_keytab(long_token_job, tmp_path):
+    job = long_token_job
+    cluster, proc, started, ended = job.cluster, job.proc, job.started, job.ended
     principal, keytab = cluster.kdc.user_principal, str(cluster.kdc.user_keytab)
-    env = {**os.environ, **cluster.env(), "KRB5CCNAME": f"FILE:{tmp_path / 'no-ticket'}"}
-    env.pop("HADOOP_TOKEN_FILE_LOCATION", None)
-    out = "/tmp/tokens/out"
-    started = time.time()
-    proc = subprocess.run([str(BIN / "ytf-submit"), "--principal", principal, "--keytab", keytab,
-                           "-r", "worker:1", "-m", "512", "-n", "longer-than-its-tokens", "-o", f"hdfs://{out}",
-                           "--env", f"DURATION_S={JOB_S}", "--env", f"STEP_S={STEP_S}",
-                           "-s", str(PAYLOADS / "writes_for.py"), "python3 ${DTF_TASK_SCRIPT}"],
-                          env=env, capture_output=True, text=True, timeout=JOB_S + 300)
-    ended = time.time()
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    env = cluster.env()
+    out = OUT
+    assert proc is not None and proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     app_id = next(w for w in (proc.stdout + proc.stderr).split() if w.startswith("application_"))
     fs = webhdfs(HadoopConf.load(cluster.conf_dir), login=KerberosLogin(principal, keytab))
     written = sorted(int(p.rsplit("-", 1)[1]) for p in fs.ls(out, detail=False) if p.rsplit("/", 1)[1].startswith("ckpt-"))
@@ -88,7 +68,7 @@ def test_a_job_longer_than_its_tokens_live_succeeds_with_new_tokens_from_its_key
     assert len(obtained) >= (ended - started) // (RENEW_INTERVAL_MS / 1000) , [e["time"] for e in obtained]
     assert all(b["time"] - a["time"] < RENEW_INTERVAL_MS / 1000 for a, b in zip(obtained, obtained[1:]))
     assert events[-1]["event"] == "JOB_FINISHED" and events[-1]["status"] == "SUCCEEDED"
-    ticket = {**env, "KRB5CCNAME": f"FILE:{tmp_path / 'ccache'}"}
+    ticket = {**os.environ, **env, "KRB5CCNAME": f"FILE:{tmp_path / 'ccache'}"}
     subprocess.run(["kinit", "-kt", keytab, principal], env=ticket, check=True)
     show = subprocess.run([str(BIN / "tony"), "history", "show", app_id], env=ticket, capture_output=True,
                           text=True, timeout=120)
