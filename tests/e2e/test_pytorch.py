@@ -3,14 +3,20 @@ into HDFS, torchrun with several processes per container (as a DAG node), and a 
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from tests.e2e.helpers import PAYLOADS, aggregated_logs, run_dag, ytf_submit
+from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, record, run_dag, ytf_submit
 from tony_airflow.cli.dag_test import local_yarn_connection
+from tony_airflow.core.history.reader import load_by_id
+from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.yarn.hdfs import webhdfs
 
 pytest.importorskip("torch")
@@ -25,7 +31,7 @@ def test_a_master_and_two_workers_train_the_digits_with_ddp_into_hdfs(local_clus
     """One process per container (`python -m …`): torch's env:// names; every rank ends with the same
     parameters, rank 0 (the master) saved its checkpoint into the job's output in HDFS."""
     out = "/tmp/e2e/torch-ddp"
-    proc, app_id = ytf_submit("-r", "master:1,worker:2", "--framework", "pytorch", "-m", "1024",
+    proc, app_id = ytf_submit("-r", "master:1,worker:2", "--framework", "pytorch", "-m", "2048",
                               "-o", f"hdfs://{out}", "-n", "torch-ddp",
                               "python3 -m tony_airflow.examples.digits_torch --epochs 6", timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -75,3 +81,78 @@ def test_a_program_written_for_tony_runs_unchanged(local_cluster, rm):
     logs = aggregated_logs(rm, app_id)
     assert sorted(line.split()[2] for line in logs.splitlines() if line.startswith("tony-style OK")) == \
         ["0", "1", "2"], logs[-3000:]
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def test_an_elastic_job_replaces_a_killed_worker_and_the_others_keep_running(local_cluster, rm):
+    """--elastic 1:2: worker:1's container SIGKILLed mid-training (every process of it, as a lost host or
+    YARN's kill would) -> one replacement container; the master's and worker 0's containers keep theirs, the
+    group re-forms, the training resumes from rank 0's checkpoint and the job SUCCEEDS in its one attempt."""
+    out = "/tmp/e2e/torch-elastic"
+    proc = subprocess.Popen(
+        [str(BIN / "ytf-submit"), "-r", "master:1,worker:2", "--framework", "pytorch", "--elastic", "1:2",
+         "-m", "2048", "-o", f"hdfs://{out}", "-n", "torch-elastic", "--max-attempts", "1",
+         "torchrun -m tony_airflow.examples.digits_torch --epochs 14 --steps-per-epoch 50 --sleep-per-epoch 1.0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    app_id = None
+    try:
+        fs = webhdfs()
+        for _ in range(240):  # counted looks: until rank 0's checkpoint reached HDFS
+            if app_id is None:
+                app_id = next((a.id for a in rm.applications(tags=None) if a.name == "torch-elastic"
+                               and a.state in ("ACCEPTED", "RUNNING")), None)
+            if app_id and fs.exists(f"{out}/checkpoint.pt"):
+                break
+            time.sleep(0.5)
+        assert app_id, "the job never started"
+        ours = "container_" + app_id.split("_", 1)[1] + "_"
+        victims = [p for p in psutil.process_iter() if _environ(p.pid).get("CONTAINER_ID", "").startswith(ours)
+                   and _environ(p.pid).get("DTF_TASK_JOB_NAME") == "worker"
+                   and _environ(p.pid).get("DTF_TASK_INDEX") == "1"]
+        container = _environ(victims[0].pid)["CONTAINER_ID"]
+        every = [p for p in psutil.process_iter() if _environ(p.pid).get("CONTAINER_ID") == container]
+        killed_at = time.time()
+        for p in every:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        output, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+            if app_id:
+                rm.kill(app_id)
+    assert proc.returncode == 0, output[-3000:]
+    report = rm.application(app_id)
+    assert report.final_status == "SUCCEEDED", report.diagnostics
+    job = load_by_id(HistoryStore.open(), app_id, rm=rm)
+    assert len(job.attempts) == 1, [a.reason for a in job.attempts]
+    assert len(job.attempts[0].replaced) == 1 and "replaced on" in job.attempts[0].replaced[0], job.attempts[0].replaced
+    registered = [e for e in job.events if e["event"] == "TASK_REGISTERED"]
+    by_task: dict[str, list[str]] = {}
+    for e in registered:
+        by_task.setdefault(e["task"], []).append(e["container_id"])
+    assert len(by_task["master:0"]) == 1 and len(by_task["worker:0"]) == 1, by_task  # they kept their containers
+    assert len(by_task["worker:1"]) == 2 and by_task["worker:1"][0] == container != by_task["worker:1"][1], by_task
+    replaced = next(e for e in job.events if e["event"] == "WORKER_REPLACED")
+    record("elastic: worker container SIGKILLed -> its replacement running", replaced["time"] - killed_at)
+    logs = aggregated_logs(rm, app_id)
+    stepping = [ln for ln in logs.splitlines() if ln.startswith("epoch ") and " at " in ln]
+    after = [datetime.datetime.fromisoformat(ln.rsplit(" at ", 1)[1]).timestamp() for ln in stepping]
+    after = [t for t in after if t > killed_at]
+    assert after, stepping
+    record("elastic: worker container SIGKILLed -> training stepping again", min(after) - killed_at)
+    metrics = _metrics(out)
+    assert metrics["restarts"] >= 1 and metrics["resumed_at_epoch"] > 0, metrics
+    assert metrics["world_size"] == 3 and len({r["parameters"] for r in metrics["ranks"]}) == 1, metrics
+    assert {r["rank"]: r["task"] for r in metrics["ranks"]}[0] == "master:0", metrics["ranks"]
+    assert "worker:1 lost on" in output and "replaced on" in output, output[-3000:]

@@ -79,6 +79,9 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--framework", help="tensorflow (default), pytorch or generic")
     p.add_argument("--nproc_per_node", "--nproc-per-node", action="append",
                    help="PyTorch: processes torchrun starts per container, '<n>' or '<type>:<n>' (default 1)")
+    p.add_argument("--elastic", metavar="MIN:MAX",
+                   help="PyTorch: run on while MIN..MAX workers live; a lost worker's container is replaced "
+                        "without restarting the others (MAX: the number of workers)")
     p.add_argument("--history-dir", dest="history_dir",
                    help="where the AM writes the job's event log (default: $TONY_HISTORY_DIR or "
                         "/tmp/tony-history on HDFS)")
@@ -101,7 +104,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "tracked": args.tracked, "untracked": args.untracked, "sidecar": args.sidecar, "tags": args.tags,
         "python": args.python, "framework": args.framework, "history_dir": args.history_dir,
         "spread": ",".join(args.spread) if args.spread else None, "am_node_label": args.am_node_label,
-        "nproc_per_node": args.nproc_per_node,
+        "nproc_per_node": args.nproc_per_node, "elastic": args.elastic,
     }
     for key, value in simple.items():
         if value is not None:

@@ -36,6 +36,8 @@ def progress_text(app_id: str, report: ApplicationReport, progress: Progress | N
         text += f" · attempt {progress.attempt}/{progress.max_attempts} · {phase}"
         if progress.waiting and not progress.spec_published and progress.allocated < progress.total:
             text += f" · {progress.waiting}"
+        if progress.notice and progress.spec_published:
+            text += f" · {progress.notice}"
     elif report.state == "ACCEPTED" and am_waiting_line(report.diagnostics):
         text += f" · {am_waiting_line(report.diagnostics)}"
     return text

@@ -266,6 +266,7 @@ class Progress:
     spec_published: bool = False
     waiting: str = ""  # while containers are missing: which, and what YARN says is in the way (core/am/gang.py)
     ending: bool = False  # the attempt's outcome is decided: its other tasks are stopped, then the AM ends or retries
+    notice: str = ""  # the attempt's latest word beside the counts: an elastic job's lost and replaced worker
 
     @classmethod
     def from_dict(cls, data: object) -> Progress | None:

@@ -8,7 +8,9 @@ produce the variables its command sees, so that programs written for `ytf-submit
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 from dataclasses import dataclass
 
 from tony_airflow.core.protocol import ENV_APPLICATION_ID, ENV_ATTEMPT
@@ -88,11 +90,12 @@ def pytorch_env(job: JobSpec, hosts: dict[str, list[str]], me: TaskIdentity) -> 
         "LOCAL_RANK": "0",
         "INIT_METHOD": f"tcp://{master_host}:{master_port}",
         "WORLD": str(len(order)),
-        **torchrun_env(job, me, (master_host, master_port), rank, len(order)),
+        **torchrun_env(job, me, (master_host, master_port), hosts[me.type][me.index].rsplit(":", 1)[0], rank,
+                       len(order)),
     }
 
 
-def torchrun_env(job: JobSpec, me: TaskIdentity, master: tuple[str, str], node_rank: int,
+def torchrun_env(job: JobSpec, me: TaskIdentity, master: tuple[str, str], own_host: str, node_rank: int,
                  nodes: int) -> dict[str, str]:
     """torchrun's settings as its own environment variables (it reads each option `--x-y` from `PET_X_Y`),
     so the command is the one a user types by hand (`torchrun train.py`) and nothing rewrites it.
@@ -101,22 +104,66 @@ def torchrun_env(job: JobSpec, me: TaskIdentity, master: tuple[str, str], node_r
     their checkpoints, is then in the chief's container, whose output is the one committed to the job's
     output (core/executor/output_commit.py); c10d's rendezvous ranks nodes by host name and pid instead.
     Its store listens on the chief's reserved port (held with SO_REUSEADDR until it binds: port.py).
-    No restarts: a failed process fails its container and the job's attempts take over."""
+    No restarts: a failed process fails its container and the job's attempts take over. Elastic jobs take
+    torchrun's c10d rendezvous instead (elastic_env)."""
     task = job.tasks[me.type]
-    env = {
-        "PET_NNODES": str(nodes),
-        "PET_NODE_RANK": str(node_rank),
+    if job.elastic_max:
+        env = elastic_env(job, master, own_host, node_rank, nodes)
+    else:
+        env = {
+            "PET_NNODES": str(nodes),
+            "PET_NODE_RANK": str(node_rank),
+            "PET_RDZV_BACKEND": "static",
+            "PET_MASTER_ADDR": master[0],
+            "PET_MASTER_PORT": master[1],
+            "PET_MAX_RESTARTS": "0",
+        }
+    env.update({
         "PET_NPROC_PER_NODE": str(task.nproc_per_node),
-        "PET_RDZV_BACKEND": "static",
         "PET_RDZV_ENDPOINT": f"{master[0]}:{master[1]}",
-        "PET_MASTER_ADDR": master[0],
-        "PET_MASTER_PORT": master[1],
         "PET_RDZV_ID": f"{me.app_id}-{me.attempt}",
-        "PET_MAX_RESTARTS": "0",
-    }
+    })
     if "OMP_NUM_THREADS" not in job.env:  # torchrun would set 1; the container's vcores shared by its processes
         env["OMP_NUM_THREADS"] = str(max(1, task.vcores_of(me.index) // task.nproc_per_node))
     return env
+
+
+def elastic_env(job: JobSpec, master: tuple[str, str], own_host: str, node_rank: int,
+                nodes: int) -> dict[str, str]:
+    """torchrun's c10d rendezvous, hosted by the rank-0 container (the master, else worker 0; never replaced)
+    on its reserved port, for MIN..MAX workers besides it: the survivors' agents re-form the group around a
+    replacement (core/am/elastic.py).
+
+    c10d ranks its nodes by their address, then pid: the rank-0 container joins under its IPv4 address
+    written as one hexadecimal number (`0x7f000001`: the same address to every resolver), which sorts before
+    every dotted address and host name, so global rank 0 — where programs save — stays in the chief's
+    container, whose output is committed. Each round's store is a new one on rank 0's host
+    (TORCH_DISABLE_SHARE_RDZV_TCP_STORE): torch 2.15's shared store does not serve a node that joins in a
+    later round (its agents time out waiting for the round's keys). Restarts: the free retries' bound."""
+    others = nodes - job.elastic_max  # the master, when there is one
+    rank0 = node_rank == 0
+    return {
+        "PET_NNODES": f"{job.elastic_min + others}:{job.elastic_max + others}",
+        "PET_RDZV_BACKEND": "c10d",
+        "PET_RDZV_CONF": f"is_host={'1' if rank0 else '0'}",
+        "PET_LOCAL_ADDR": first_sorting_address(own_host) if rank0 else own_host,
+        "PET_MAX_RESTARTS": str(job.max_free_retries),
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    }
+
+
+def first_sorting_address(host: str) -> str:
+    """`host`'s IPv4 address as one hexadecimal number (`0xc6120003` for 198.18.0.3), which every resolver
+    reads as the same address and which sorts before any dotted address or host name; `host` itself when it
+    has no IPv4 address."""
+    try:
+        address = ipaddress.IPv4Address(host)
+    except ValueError:
+        try:
+            address = ipaddress.IPv4Address(socket.gethostbyname(host))
+        except (OSError, ValueError):
+            return host
+    return f"0x{int(address):08x}"
 
 
 # one per name in core.spec.FRAMEWORKS (tests/unit check it)

@@ -149,6 +149,10 @@ class JobSpec:
     # the hosts each spread type may use, from the RM's node list at submission (filled by the client)
     spread_hosts: dict[str, list[str]] = field(default_factory=dict)
     am_node_label: str = ""  # the AM container's node label expression ("" : the default partition)
+    # PyTorch elastic (torchrun's c10d rendezvous): the job runs on as long as MIN..MAX workers live, and the AM
+    # replaces a lost worker's container without restarting the others (core/am/elastic.py). 0: not elastic.
+    elastic_min: int = 0
+    elastic_max: int = 0
 
     # ------------------------------------------------------------ views
     def cluster_types(self) -> list[str]:
@@ -219,6 +223,23 @@ class JobSpec:
             raise UsageError(f"cluster_requirement: chief and master — {name} has one chief (master is its old "
                              "name); allowed: one of them")
         self._check_nproc()
+        self._check_elastic()
+
+    def _check_elastic(self) -> None:
+        """Elastic jobs are torchrun's (PyTorch); MAX is the number of workers asked for, MIN how few may run."""
+        if not self.elastic_max:
+            return
+        shown = f"{self.elastic_min}:{self.elastic_max}"
+        if self.framework != "pytorch":
+            raise UsageError(f"elastic: {shown} — elastic jobs are torchrun's; allowed: with --framework pytorch")
+        if not 1 <= self.elastic_min <= self.elastic_max:
+            raise UsageError(f"elastic: {shown} — MIN must be at least 1 and at most MAX; allowed: MIN:MAX with "
+                             "1 <= MIN <= MAX workers")
+        workers = self.tasks["worker"].instances if "worker" in self.tasks else 0
+        if self.elastic_max != workers:
+            raise UsageError(f"elastic: {shown} — MAX is the number of workers asked for, and the job asks "
+                             f"{workers}; allowed: MIN:{workers}" if workers else
+                             f"elastic: {shown} — the job has no worker type; allowed: with -r worker:N")
 
     def _check_nproc(self) -> None:
         """Several processes per container are torchrun's (core/runtimes.py): PyTorch only, cluster types only,
@@ -378,6 +399,7 @@ _JOB_FILE_KEYS = {
     "client", "max_attempts", "max_free_retries", "timeouts", "tracked", "untracked",
     "am_attempts", "am_attempts_validity", "sidecar", "framework", "python", "am_memory", "am_vcores",
     "heartbeat_interval", "stop_grace", "history_dir", "spread", "am_node_label", "nproc_per_node",
+    "elastic",
 }
 # Who submits, not what runs: read by the front end (a KerberosLogin), never in the job's spec (the keytab
 # reaches the AM alone, as a private file: core/am/token_renewal.py).
@@ -437,6 +459,18 @@ def _as_list(value: Any, field_name: str) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
     raise UsageError(f"{field_name}: expected a list or a comma-separated string, not {type(value).__name__}")
+
+
+def _elastic_option(value: Any) -> tuple[int, int]:
+    """`MIN:MAX` workers (torchrun's --nnodes form) -> (MIN, MAX); absent or empty: (0, 0), not elastic."""
+    if value is None or str(value).strip() == "":
+        return 0, 0
+    text = str(value).strip()
+    low, sep, high = text.partition(":")
+    if not sep:
+        raise UsageError(f"elastic: {text!r} is malformed; allowed: MIN:MAX workers, such as 2:4")
+    return (parse_count(low, "elastic (MIN)", minimum=0),
+            parse_count(high, "elastic (MAX)", maximum=MAX_INSTANCES))
 
 
 def _parse_nproc(value: Any, field_name: str) -> int:
@@ -566,6 +600,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
             raise UsageError(f"timeouts: unknown key {key!r}; allowed: {', '.join(sorted(_TIMEOUT_KEYS))}")
         setattr(timeouts, key, parse_seconds(value, f"timeout ({key})"))
 
+    elastic = _elastic_option(opts.get("elastic"))
     spec = JobSpec(
         tasks=tasks,
         command=str(opts.get("command") or ""),
@@ -601,6 +636,8 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         history_dir=check_history_dir(str(opts.get("history_dir") or "").strip(), "history_dir"),
         spread=list(dict.fromkeys(_as_list(opts.get("spread"), "spread"))),
         am_node_label=str(opts.get("am_node_label") or "").strip(),
+        elastic_min=elastic[0],
+        elastic_max=elastic[1],
     )
     return spec.validate(check_paths=check_paths)
 

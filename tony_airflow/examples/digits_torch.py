@@ -5,7 +5,8 @@ Reads only torch.distributed's own environment (`RANK`, `WORLD_SIZE`, `MASTER_AD
 pytorch … torchrun digits_torch.py`), as one plain process per container (`python digits_torch.py`) and by
 hand under torchrun on one machine. Rank 0 saves a checkpoint after every epoch (`torch.save` to a temporary
 name, then one rename: the file is whole or absent) and every rank resumes from it, so a later attempt goes
-on from the last finished epoch. Rank 0 writes metrics.json: the test accuracy, and each rank's place
+on from the last finished epoch (rank 0 reads it and hands it to the others), as do the processes torchrun
+restarts when an elastic job's group re-forms. Rank 0 writes metrics.json: the test accuracy, and each rank's place
 (rank, local rank, node rank, world size) and a digest of its parameters, which DDP keeps identical.
 
     [torchrun] python digits_torch.py [--epochs N] [--steps-per-epoch S] [--batch B] [--sleep-per-epoch S]
@@ -67,7 +68,11 @@ def main() -> None:
     model = build_model()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     start_epoch = 0
-    saved = load_checkpoint(out)  # every rank reads the output path's copy: what the chief's container mirrored
+    # rank 0's checkpoint for every rank (the others' copies of the output path may lag behind its own), so
+    # that every rank resumes at the same epoch with the same optimizer state
+    box = [load_checkpoint(out) if rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    saved = box[0]
     if saved is not None:
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
@@ -106,6 +111,7 @@ def main() -> None:
         steps = args.steps_per_epoch * len(epoch_seconds)
         write_metrics(out, "metrics.json", {
             "attempt": int(os.environ.get("TONY_ATTEMPT", "1")), "resumed_at_epoch": start_epoch,
+            "restarts": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
             "test_accuracy": accuracy, "world_size": world, "ranks": places,
             "epoch_seconds": [round(t, 3) for t in epoch_seconds],
             "steps_per_second": steps / sum(epoch_seconds) if sum(epoch_seconds) else 0.0,

@@ -26,7 +26,7 @@ from typing import Any
 import skein
 
 from tony_airflow.core import protocol
-from tony_airflow.core.am import gang, hosts, policy, server, tensorboard_proxy
+from tony_airflow.core.am import elastic, gang, hosts, policy, server, tensorboard_proxy
 from tony_airflow.core.am.policy import Outcome
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.am.token_renewal import (
@@ -85,6 +85,7 @@ class ApplicationMaster:
         self.yarn = yarn              # the RM's view of the cluster, for the gang's wait-die rule (None: not read)
         self._gang = _GangWait()
         self._lost_hosts: set[str] = set()  # hosts lost under an attempt: a spread task goes elsewhere first
+        self._replacements = elastic.Replacements()  # an elastic job's lost workers (core/am/elastic.py)
 
     # ------------------------------------------------------------------- main
     async def run(self) -> tuple[str, str]:
@@ -275,6 +276,7 @@ class ApplicationMaster:
         reg = self.registry
         reg.new_attempt(attempt)
         self._container_of = {}
+        self._replacements = elastic.Replacements()
         if attempt > 1:  # durable before the attempt begins: a new AM never reuses its number
             await asyncio.to_thread(self.history.mark_attempt, attempt)
         attempt_start = time.time()
@@ -311,6 +313,8 @@ class ApplicationMaster:
                     await self._watch_gang(attempt)
                 elif reg.waiting:
                     self._refresh_waiting(attempt)
+            if self.job.elastic_max and reg.spec_published:
+                await self._replace_lost_workers(attempt)
             outcome = self._decide(attempt_start)
             if outcome is None:
                 reg.changed.clear()
@@ -386,7 +390,34 @@ class ApplicationMaster:
 
     def _decide(self, attempt_start: float) -> Outcome | None:
         return policy.decide(self.job, self.registry.tasks.values(), attempt_start, self.started, time.time(),
-                             requested_at=self._gang.requested_at, waiting=self.registry.waiting)
+                             requested_at=self._gang.requested_at, waiting=self.registry.waiting,
+                             replacing=self._replacements.waiting_since())
+
+    async def _replace_lost_workers(self, attempt: int) -> None:
+        """Elastic: one new container for each lost worker; every other container keeps running and its
+        torchrun agent re-forms the group with the newcomer (core/am/elastic.py)."""
+        reg, pending = self.registry, self._replacements
+        for key, task in list(reg.tasks.items()):
+            if task.id in pending.pending:
+                if task.started_at is not None:
+                    line = pending.started(task.id, task.host, task.yarn_container_id, time.time())
+                    log.warning("attempt %d: %s", attempt, line)
+                    reg.notice = line
+                    self.history.emit(ev.WORKER_REPLACED, attempt=attempt, task=task.id, host=task.host,
+                                      container_id=task.yarn_container_id, line=line)
+                continue
+            if not elastic.replaceable(self.job, task, pending.count):
+                continue
+            lost = elastic.lost_line(task.id, task.host, task.yarn_container_id, task.exit_code)
+            log.warning("attempt %d: %s: asking YARN for one replacement; the other containers keep running",
+                        attempt, lost)
+            self.history.emit(ev.WORKER_LOST, attempt=attempt, task=task.id, host=task.host,
+                              container_id=task.yarn_container_id, exit_code=task.exit_code, line=lost)
+            self._container_of.pop(task.container_id, None)
+            reg.replace(key)
+            pending.asked(task.id, lost, time.time())
+            reg.notice = f"{lost}: replacing it"
+            await self._request_containers(attempt, [key])
 
     # ------------------------------------------------------------------ gang
     def _yarn_keys(self) -> list[tuple[str, int]]:

@@ -20,7 +20,7 @@ is table-tested in tests/unit and the AM only feeds it what it has seen.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -79,13 +79,25 @@ def settle_seconds(job: JobSpec) -> float:
 
 
 def decide(job: JobSpec, tasks: Iterable[TaskView], attempt_start: float, app_start: float,
-           now: float, requested_at: float | None = None, waiting: str = "") -> Outcome | None:
+           now: float, requested_at: float | None = None, waiting: str = "",
+           replacing: Mapping[str, float] | None = None) -> Outcome | None:
     """The attempt's outcome, or None while it is still undecided.
 
     `requested_at`: when the gang last asked for its containers (after a wait-die release, core/am/gang.py):
     the registration timeout counts from it, the allocation timeout from the attempt's start.
-    `waiting`: why the gang waits, in one line: an allocation timeout says it."""
-    t = list(tasks)
+    `waiting`: why the gang waits, in one line: an allocation timeout says it.
+    `replacing`: an elastic job's lost workers whose replacements have not started yet (task id -> when they
+    were asked for, core/am/elastic.py): the others decide without them; fewer than MIN running workers for
+    longer than the allocation timeout fails the attempt."""
+    replacing = replacing or {}
+    t = [x for x in tasks if x.id not in replacing]
+    if replacing:
+        running = sum(1 for x in t if x.type == "worker" and not x.done)
+        since = now - min(replacing.values())
+        if running < job.elastic_min and job.timeouts.allocation and since > job.timeouts.allocation:
+            return Outcome(False, f"elastic: {running} of at least {job.elastic_min} workers ran for "
+                                  f"{since:.0f}s (the allocation timeout) while {', '.join(sorted(replacing))} "
+                                  f"waited for a replacement container; " + (waiting or "YARN allocated none"))
     finished = sorted((x for x in t if x.finished_at is not None), key=lambda x: x.finished_at or 0.0)
     for task in finished:
         if task.role == "tracked" and task.exit_code != 0:

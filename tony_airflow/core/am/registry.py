@@ -84,6 +84,7 @@ class Registry:
         self._gpus_in_use: dict[str, set[int]] = {}
         self._released: set[str] = set()  # YARN containers the gang gave back: their messages are stale
         self.waiting = ""                 # why the gang waits (core/am/gang.py), shown in the progress line
+        self.notice = ""                  # an elastic job's latest lost or replaced worker (core/am/elastic.py)
         self.sealed_hdfs_token = ""       # the newest HDFS token from the job's keytab, sealed (token_renewal.py)
 
     # ------------------------------------------------------------- attempts
@@ -101,6 +102,7 @@ class Registry:
         self._attempt_over = asyncio.Event()
         self._gpus_in_use = {}
         self.waiting = ""
+        self.notice = ""
         self._notify()
 
     def release(self, keys: list[tuple[str, int]], yarn_container_ids: set[str]) -> None:
@@ -118,6 +120,20 @@ class Registry:
             self._release_gpus(task)
             self.tasks[key] = TaskState(task.type, task.index, task.attempt, task.role)
         self._notify()
+
+    def replace(self, key: tuple[str, int]) -> TaskState:
+        """Elastic (core/am/elastic.py): a lost worker's slot is wanted again inside the running attempt;
+        whatever its old container still sends is ignored. Its replacement registers into the published
+        cluster spec under its own address and starts at once. Returns the lost task's state."""
+        assert self._spec is not None, "only a running attempt's worker is replaced"
+        old = self.tasks[key]
+        if old.yarn_container_id:
+            self._released.add(old.yarn_container_id)
+        self._release_gpus(old)
+        self.tasks[key] = TaskState(old.type, old.index, old.attempt, old.role)
+        self._unregistered += 1
+        self._notify()
+        return old
 
     def is_released(self, container_id: str) -> bool:
         return bool(container_id) and container_id in self._released
@@ -186,6 +202,11 @@ class Registry:
         if first:
             self._unregistered -= 1
             self._event(ev.TASK_REGISTERED, task, host=host, port=int(port), container_id=task.yarn_container_id)
+        if first and self._spec is not None:  # an elastic replacement joins the running attempt (replace)
+            self._spec["hosts"][type_][index] = f"{host}:{int(port)}"
+            self._ready_answer = json.dumps({"state": "ready", "spec": self._spec}).encode()
+            task.status, task.started_at = RUNNING, now
+            self._event(ev.TASK_STARTED, task)
         if self._spec is None and self._unregistered == 0:
             self._spec = self._build_spec()
             self._ready_answer = json.dumps({"state": "ready", "spec": self._spec}).encode()
@@ -345,7 +366,7 @@ class Registry:
     def progress(self) -> Progress:
         """How far the AM got, for clients (`/progress.json`)."""
         return Progress(attempt=self.attempt, max_attempts=self.allowed_attempts,
-                        spec_published=self.spec_published, waiting=self.waiting,
+                        spec_published=self.spec_published, waiting=self.waiting, notice=self.notice,
                         ending=self._attempt_over.is_set(), **self.counts())
 
     def status(self) -> dict[str, Any]:

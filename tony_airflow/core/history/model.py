@@ -69,6 +69,7 @@ class Attempt:
     tasks: dict[str, TaskRun] = field(default_factory=dict)
     lost_hosts: list[str] = field(default_factory=list)  # "198.18.0.3 (worker:1)", one per HOST_LOST
     preempted: list[str] = field(default_factory=list)   # "worker:1 on 127.0.0.1", one per PREEMPTED
+    replaced: list[str] = field(default_factory=list)    # elastic: "worker:1 lost on …; replaced on …", per loss
     gang: list[str] = field(default_factory=list)        # its waits and wait-die releases (GANG_* events)
     cause: str = ""                   # what YARN did that ended it ("preemption", "lost host")
     counted: bool = True              # against --max-attempts (README, "Attempts")
@@ -157,6 +158,17 @@ class JobHistory:
         elif kind == ev.GANG_RELEASED:
             self._attempt(e).gang.append(f"released its {e.get('held', '?')} of {e.get('wanted', '?')} containers "
                                          f"for the older gang {e.get('older') or '?'} (wait-die)")
+        elif kind == ev.WORKER_LOST:
+            self._attempt(e).replaced.append(f"{e.get('line') or e.get('task', '?')}; a replacement was asked for")
+        elif kind == ev.WORKER_REPLACED:
+            replaced = self._attempt(e).replaced
+            line = str(e.get("line") or "")
+            lost = line.split("; replaced on", 1)[0]
+            pending = [i for i, x in enumerate(replaced) if x.startswith(lost + ";")]
+            if pending:
+                replaced[pending[-1]] = line
+            else:
+                replaced.append(line)
         elif kind == ev.GANG_REQUESTED:
             self._attempt(e).gang.append(f"asked again for its {e.get('containers', '?')} containers")
         elif kind == ev.JOB_FINISHED:

@@ -52,6 +52,8 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
             out.append(f"lost host(s): {'; '.join(attempt.lost_hosts)}")
         if attempt.preempted:
             out.append(f"preempted by YARN: {'; '.join(attempt.preempted)}")
+        if attempt.replaced:
+            out.append(f"workers replaced (elastic): {'; '.join(attempt.replaced)}")
         if attempt.gang:
             out.append(f"gang: {'; '.join(attempt.gang)}")
         rows = [[("* " if run.task == attempt.first_failure else "  ") + run.task, run.status,

@@ -83,6 +83,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         ``WORLD_SIZE``, TonY's ``INIT_METHOD``/``WORLD``, and torchrun's ``PET_*`` settings) or ``"generic"``
     :param nproc_per_node: PyTorch: the processes a ``torchrun`` command starts in each container, ``2`` or
         ``"worker:2"`` (default 1)
+    :param elastic: PyTorch: ``"MIN:MAX"`` workers; a lost worker's container is replaced without restarting
+        the others (MAX is the number of workers)
     :param application_name / node_label / env / max_attempts / max_free_retries /
         am_attempts: as in ``ytf-submit``
     :param conf: a YAML/JSON job file path, or a mapping of further job fields (timeouts, tracked, ...);
@@ -128,6 +130,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         docker_image: str | Sequence[str] | None = None,
         framework: str | None = None,
         nproc_per_node: str | int | Sequence[str] | None = None,
+        elastic: str | None = None,
         env: Mapping[str, str] | None = None,
         conf: str | Mapping[str, Any] | None = None,
         max_attempts: int | None = None,
@@ -160,6 +163,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.docker_image = docker_image
         self.framework = framework
         self.nproc_per_node = nproc_per_node
+        self.elastic = elastic
         self.env = env
         self.conf = conf
         self.max_attempts = max_attempts
@@ -198,7 +202,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             "queue": self.yarn_queue or self.hook.settings.queue, "name": self.application_name or self.task_id,
             "node_label": self.node_label, "docker_image": self.docker_image, "max_attempts": self.max_attempts,
             "max_free_retries": self.max_free_retries, "am_attempts": self.am_attempts,
-            "framework": self.framework, "nproc_per_node": self.nproc_per_node,
+            "framework": self.framework, "nproc_per_node": self.nproc_per_node, "elastic": self.elastic,
         }
         for key, value in explicit.items():
             if value is None or value == "":

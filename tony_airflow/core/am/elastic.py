@@ -1,0 +1,64 @@
+"""Elastic PyTorch jobs (`--elastic MIN:MAX`): which ended worker the AM replaces, and how it says so.
+
+torchrun's agents re-form their group around a new node (its c10d rendezvous, core/runtimes.py): so when a
+worker's container is lost — killed, preempted, its host gone — the AM asks YARN for one replacement and
+leaves every other container running, instead of failing the attempt. What is not replaced: a worker that
+ended by itself (its exit code: the program's or torchrun's own failure), one YARN killed for its memory
+(a replacement would meet the same limit), the rank-0 container (the rendezvous' host: the attempt restarts
+as before), and any loss past the job's free-retry bound. Pure: the AM feeds it what it has seen.
+"""
+
+from __future__ import annotations
+
+from tony_airflow.core.am.policy import PREEMPTED_MARK, TaskView
+from tony_airflow.core.spec import JobSpec
+
+# how a container ends when it was lost rather than failed: SIGKILL, SIGTERM (by YARN, by hand), YARN's
+# aborted (a lost node), preempted, killed by the RM or by the AM
+LOST_EXIT_CODES = frozenset({137, 143, -9, -15, -100, -102, -105, -106})
+MEMORY_MARK = "beyond physical memory limits"
+
+
+def rank0(job: JobSpec) -> tuple[str, int]:
+    """The container that hosts torchrun's rendezvous: the master, else worker 0."""
+    return ("master", 0) if "master" in job.tasks else ("worker", 0)
+
+
+def replaceable(job: JobSpec, task: TaskView, replaced_so_far: int) -> bool:
+    """A lost worker of an elastic job, within the job's free-retry bound."""
+    diagnostics = task.yarn_diagnostics or ""
+    return (bool(job.elastic_max) and task.type == "worker" and (task.type, task.index) != rank0(job)
+            and task.done and not task.stop_requested and task.exit_code != 0
+            and (task.exit_code in LOST_EXIT_CODES or PREEMPTED_MARK in diagnostics)
+            and MEMORY_MARK not in diagnostics and replaced_so_far < job.max_free_retries)
+
+
+def lost_line(task_id: str, host: str, container: str, exit_code: int | None) -> str:
+    return f"{task_id} lost on {host or '?'} (container {container or '?'}, exit code {exit_code})"
+
+
+def replaced_line(lost: str, host: str, container: str, seconds: float) -> str:
+    """What the history, the progress line and the AM's log say once the replacement runs."""
+    return f"{lost}; replaced on {host or '?'} (container {container or '?'}) after {seconds:.1f}s"
+
+
+class Replacements:
+    """One attempt's lost workers: those whose replacement was asked for and has not started yet (task id ->
+    (what was lost, when)), and how many were replaced in all."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, tuple[str, float]] = {}
+        self.count = 0
+
+    def asked(self, task_id: str, lost: str, at: float) -> None:
+        self.pending[task_id] = (lost, at)
+        self.count += 1
+
+    def waiting_since(self) -> dict[str, float]:
+        """For the policy (policy.decide's `replacing`)."""
+        return {task_id: at for task_id, (_, at) in self.pending.items()}
+
+    def started(self, task_id: str, host: str, container: str, now: float) -> str:
+        """The replacement of `task_id` runs: its line (elastic.replaced_line)."""
+        lost, at = self.pending.pop(task_id)
+        return replaced_line(lost, host, container, now - at)
