@@ -34,13 +34,16 @@ test: $(TEST_STAMP) browser containers
 	$(BIN)/mypy
 	$(BIN)/python -m pytest --junitxml=artifacts/junit.xml
 
-## make soak: the model-checked protocol tests (the output's commit, the AM's take-over, the gangs' wait-die)
+## make soak: the model-checked protocol tests (the output's commit, the AM's take-over, the gangs' wait-die,
+## an elastic job's worker replacement)
 ## at thousands of examples each; `make test` runs a few hundred. No cluster.
 SOAK_EXAMPLES ?= 5000
 soak: $(STAMP)
 	TONY_MODEL_EXAMPLES=$(SOAK_EXAMPLES) TONY_TAKEOVER_EXAMPLES=$(SOAK_EXAMPLES) TONY_GANG_EXAMPLES=$(SOAK_EXAMPLES) \
+	  TONY_ELASTIC_EXAMPLES=$(SOAK_EXAMPLES) \
 	  $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/core/executor/test_output_commit_model.py \
-	  tests/unit/core/am/test_take_over_model.py tests/unit/core/am/test_gang_model.py
+	  tests/unit/core/am/test_take_over_model.py tests/unit/core/am/test_gang_model.py \
+	  tests/unit/core/am/test_elastic_model.py
 
 ## make bench: every benchmark on the local cluster; writes docs/BENCHMARKS.md and docs/bench/*.png.
 ## The peers run beside ours: TonY built from a checkout named by TONY_SRC (bench/peers/tony), and

@@ -10,6 +10,8 @@ as before), and any loss past the job's free-retry bound. Pure: the AM feeds it 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from tony_airflow.core.am.policy import PREEMPTED_MARK, TaskView
 from tony_airflow.core.spec import JobSpec
 
@@ -62,3 +64,21 @@ class Replacements:
         """The replacement of `task_id` runs: its line (elastic.replaced_line)."""
         lost, at = self.pending.pop(task_id)
         return replaced_line(lost, host, container, now - at)
+
+    def turn(self, job: JobSpec, tasks: Mapping[tuple[str, int], TaskView],
+             now: float) -> tuple[list[str], list[tuple[tuple[str, int], str]]]:
+        """One look at the attempt's tasks: the lines of replacements that started since the last look, and
+        the lost workers to replace now (key, lost line; counted as asked). A replacement that started and
+        was lost again between two looks is both (the model-checked test found it)."""
+        started: list[str] = []
+        lost: list[tuple[tuple[str, int], str]] = []
+        for key, task in tasks.items():
+            if task.id in self.pending:
+                if task.started_at is None:
+                    continue
+                started.append(self.started(task.id, task.host, task.yarn_container_id, now))
+            if replaceable(job, task, self.count):
+                line = lost_line(task.id, task.host, task.yarn_container_id, task.exit_code)
+                self.asked(task.id, line, now)
+                lost.append((key, line))
+        return started, lost

@@ -396,27 +396,21 @@ class ApplicationMaster:
     async def _replace_lost_workers(self, attempt: int) -> None:
         """Elastic: one new container for each lost worker; every other container keeps running and its
         torchrun agent re-forms the group with the newcomer (core/am/elastic.py)."""
-        reg, pending = self.registry, self._replacements
-        for key, task in list(reg.tasks.items()):
-            if task.id in pending.pending:
-                if task.started_at is not None:
-                    line = pending.started(task.id, task.host, task.yarn_container_id, time.time())
-                    log.warning("attempt %d: %s", attempt, line)
-                    reg.notice = line
-                    self.history.emit(ev.WORKER_REPLACED, attempt=attempt, task=task.id, host=task.host,
-                                      container_id=task.yarn_container_id, line=line)
-                continue
-            if not elastic.replaceable(self.job, task, pending.count):
-                continue
-            lost = elastic.lost_line(task.id, task.host, task.yarn_container_id, task.exit_code)
+        reg = self.registry
+        started, lost = self._replacements.turn(self.job, reg.tasks, time.time())
+        for line in started:
+            log.warning("attempt %d: %s", attempt, line)
+            reg.notice = line
+            self.history.emit(ev.WORKER_REPLACED, attempt=attempt, task=line.split(" ", 1)[0], line=line)
+        for key, line in lost:
+            task = reg.tasks[key]
             log.warning("attempt %d: %s: asking YARN for one replacement; the other containers keep running",
-                        attempt, lost)
+                        attempt, line)
             self.history.emit(ev.WORKER_LOST, attempt=attempt, task=task.id, host=task.host,
-                              container_id=task.yarn_container_id, exit_code=task.exit_code, line=lost)
+                              container_id=task.yarn_container_id, exit_code=task.exit_code, line=line)
             self._container_of.pop(task.container_id, None)
             reg.replace(key)
-            pending.asked(task.id, lost, time.time())
-            reg.notice = f"{lost}: replacing it"
+            reg.notice = f"{line}: replacing it"
             await self._request_containers(attempt, [key])
 
     # ------------------------------------------------------------------ gang

@@ -45,6 +45,7 @@ class TaskView(Protocol):
     stop_requested: bool
     allocated_at: float | None
     registered_at: float | None
+    started_at: float | None
     finished_at: float | None
     last_heartbeat: float | None
 
