@@ -154,6 +154,17 @@ def docker_engine(tmp_path_factory: pytest.TempPathFactory):
         daemon.stop_daemon(pid)
 
 
+@pytest.fixture(scope="module")
+def airflow_env(local_cluster, tmp_path_factory) -> dict[str, str]:
+    """A throwaway Airflow home and a `yarn_default` connection naming the test cluster (a module of the
+    secure cluster has its own)."""
+    from tony_airflow.cli.dag_test import local_yarn_connection
+
+    home = tmp_path_factory.mktemp("airflow-home")
+    return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW_CONN_YARN_DEFAULT": local_yarn_connection(local_cluster)}
+
+
 _ROOTFS: dict[str, object] = {}  # the image's root file system, made in the background from the session's start
 
 

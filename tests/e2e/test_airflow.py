@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -12,21 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.e2e.helpers import PAYLOADS, dag_command, dag_summary, run_dag, wait_terminal
-from tony_airflow.cli.dag_test import local_yarn_connection
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_DAGS = Path(__file__).resolve().parent / "airflow_dags" / "e2e_dags.py"
-
-
-@pytest.fixture(scope="module")
-def airflow_env(local_cluster, tmp_path_factory) -> dict[str, str]:
-    """A throwaway Airflow home and a `yarn_default` connection naming the test cluster."""
-    home = tmp_path_factory.mktemp("airflow-home")
-    return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW_CONN_YARN_DEFAULT": local_yarn_connection(local_cluster)}
 
 
 def _apps_of(rm, dag_id: str, states=None):

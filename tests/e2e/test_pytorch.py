@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,10 +13,10 @@ import psutil
 import pytest
 
 from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, record, run_dag, ytf_submit
-from tony_airflow.cli.dag_test import local_yarn_connection
 from tony_airflow.core.history.reader import load_by_id
 from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.yarn.hdfs import webhdfs
+from tony_airflow.yarn.local.processes import process_environ as _environ
 
 pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,13 +42,6 @@ def test_a_master_and_two_workers_train_the_digits_with_ddp_into_hdfs(local_clus
     assert len({r["container"] for r in ranks}) == 3, ranks
     assert {r["rank"]: r["task"] for r in ranks}[0] == "master:0", ranks
     assert f"{out}/checkpoint.pt" in webhdfs().find(out)
-
-
-@pytest.fixture(scope="module")
-def airflow_env(local_cluster, tmp_path_factory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("airflow-torch")
-    return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW_CONN_YARN_DEFAULT": local_yarn_connection(local_cluster)}
 
 
 def test_the_torchrun_dag_runs_two_processes_in_each_of_two_containers_a_world_of_four(local_cluster, rm,
@@ -81,14 +73,6 @@ def test_a_program_written_for_tony_runs_unchanged(local_cluster, rm):
     logs = aggregated_logs(rm, app_id)
     assert sorted(line.split()[2] for line in logs.splitlines() if line.startswith("tony-style OK")) == \
         ["0", "1", "2"], logs[-3000:]
-
-
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
 def test_an_elastic_job_replaces_a_killed_worker_and_the_others_keep_running(local_cluster, rm):

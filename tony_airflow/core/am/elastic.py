@@ -66,17 +66,17 @@ class Replacements:
         return replaced_line(lost, host, container, now - at)
 
     def turn(self, job: JobSpec, tasks: Mapping[tuple[str, int], TaskView],
-             now: float) -> tuple[list[str], list[tuple[tuple[str, int], str]]]:
-        """One look at the attempt's tasks: the lines of replacements that started since the last look, and
+             now: float) -> tuple[list[tuple[str, str]], list[tuple[tuple[str, int], str]]]:
+        """One look at the attempt's tasks: the replacements that started since the last look (task id, line), and
         the lost workers to replace now (key, lost line; counted as asked). A replacement that started and
         was lost again between two looks is both (the model-checked test found it)."""
-        started: list[str] = []
+        started: list[tuple[str, str]] = []
         lost: list[tuple[tuple[str, int], str]] = []
         for key, task in tasks.items():
             if task.id in self.pending:
                 if task.started_at is None:
                     continue
-                started.append(self.started(task.id, task.host, task.yarn_container_id, now))
+                started.append((task.id, self.started(task.id, task.host, task.yarn_container_id, now)))
             if replaceable(job, task, self.count):
                 line = lost_line(task.id, task.host, task.yarn_container_id, task.exit_code)
                 self.asked(task.id, line, now)

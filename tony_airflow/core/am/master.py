@@ -398,10 +398,10 @@ class ApplicationMaster:
         torchrun agent re-forms the group with the newcomer (core/am/elastic.py)."""
         reg = self.registry
         started, lost = self._replacements.turn(self.job, reg.tasks, time.time())
-        for line in started:
+        for task_id, line in started:
             log.warning("attempt %d: %s", attempt, line)
             reg.notice = line
-            self.history.emit(ev.WORKER_REPLACED, attempt=attempt, task=line.split(" ", 1)[0], line=line)
+            self.history.emit(ev.WORKER_REPLACED, attempt=attempt, task=task_id, line=line)
         for key, line in lost:
             task = reg.tasks[key]
             log.warning("attempt %d: %s: asking YARN for one replacement; the other containers keep running",

@@ -21,7 +21,8 @@ class ContainerProcess:
     cmdline: str
 
 
-def _environ(pid: int) -> dict[str, str]:
+def process_environ(pid: int) -> dict[str, str]:
+    """A live process's environment ({} when it is gone or not ours to read)."""
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
@@ -56,7 +57,7 @@ def container_processes(nm_local_dir: Path) -> list[ContainerProcess]:
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
-        env = _environ(pid)
+        env = process_environ(pid)
         in_container = "CONTAINER_ID" in env and _below(root, env.get("LOCAL_DIRS", ""))
         if in_container or _cwd(pid).startswith(root + os.sep):
             state = _proc_state(pid)
