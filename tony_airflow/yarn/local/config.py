@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import getpass
 import json
+import random
 import socket
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from tony_airflow.errors import ClusterError
 from tony_airflow.yarn.hadoop_conf import write_site
 from tony_airflow.yarn.local.ha import (
     HA_PORT_KEYS,
@@ -25,6 +27,9 @@ from tony_airflow.yarn.local.network import Host, HostNetwork
 from tony_airflow.yarn.local.secure import secure_sites
 
 HOST = "127.0.0.1"
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10000  # above the well-known and the usual fixed service ports
+MIN_LISTENING_PORTS = 1000
 
 # Every address a daemon binds, in a fixed order so that `--port-base N`
 # gives N, N+1, ... to them.
@@ -88,18 +93,39 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel says are free now (held open together so they differ)."""
-    socks = []
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel gives outgoing connections (Linux's default when it cannot be read)."""
     try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((HOST, 0))
-            socks.append(sock)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+        low, high = map(int, EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
+def listening_ports(ephemeral: tuple[int, int] | None = None) -> range:
+    """Where daemons listen: below the ephemeral range (as Hadoop's 8020, 8032, 8088), else above it.
+
+    A port in the ephemeral range is free only while its daemon runs: while one is down (the HA
+    tests kill one and start it again), any outgoing connection may be given it, and the restart
+    fails with "Address already in use"."""
+    low, high = ephemeral or ephemeral_range()
+    if low - LOWEST_PORT >= MIN_LISTENING_PORTS:
+        return range(LOWEST_PORT, low)
+    if 65535 - high >= MIN_LISTENING_PORTS:
+        return range(high + 1, 65536)
+    return range(1024, 65536)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports, free now, from `listening_ports()` in random order."""
+    candidates = listening_ports()
+    ports: list[int] = []
+    for port in random.sample(candidates, len(candidates)):
+        if port_is_free(port):
+            ports.append(port)
+            if len(ports) == count:
+                return ports
+    raise ClusterError(f"fewer than {count} free ports in {candidates.start}-{candidates.stop - 1}")
 
 
 @dataclass

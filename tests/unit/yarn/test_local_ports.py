@@ -1,0 +1,44 @@
+"""The local cluster's ports lie outside the kernel's ephemeral range, as Hadoop's defaults do
+(8020, 8032, 8088, 9870): while a daemon is down (an HA test kills one and starts it again), an
+outgoing connection may be given any free ephemeral port as its own, and a daemon's port taken that
+way made its restart fail with "Address already in use"."""
+
+from __future__ import annotations
+
+import socket
+
+from tony_airflow.yarn.local import config
+from tony_airflow.yarn.local.config import PORT_KEYS, ClusterSettings, free_ports, listening_ports
+
+
+def _ephemeral() -> range:
+    low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    return range(low, high + 1)
+
+
+def test_chosen_ports_are_free_distinct_and_outside_the_ephemeral_range():
+    ports = free_ports(40)
+    assert len(set(ports)) == 40
+    assert not [p for p in ports if p in _ephemeral()]
+    assert all(config.port_is_free(p) for p in ports)
+
+
+def test_a_cluster_chooses_its_ports_outside_the_ephemeral_range():
+    ports = ClusterSettings.choose().ports
+    assert set(ports) == set(PORT_KEYS)
+    assert not [p for p in ports.values() if p in _ephemeral()]
+
+
+def test_a_busy_port_is_not_chosen(monkeypatch):
+    with socket.socket() as held:
+        held.bind((config.HOST, 0))
+        busy = held.getsockname()[1]
+        monkeypatch.setattr(config, "listening_ports", lambda *_: range(busy, busy + 3))
+        assert busy not in free_ports(2)
+
+
+def test_the_range_lies_below_the_ephemeral_one_else_above_it():
+    assert listening_ports((32768, 60999)) == range(config.LOWEST_PORT, 32768)
+    assert listening_ports((10500, 60999)) == range(61000, 65536)
+    # no room outside: any port the kernel gives (the old way)
+    assert listening_ports((1024, 65535)) == range(1024, 65536)
