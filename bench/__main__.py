@@ -21,6 +21,7 @@ from bench import (
     guard_cost,
     launch_latency,
     registry_scale,
+    torch_elastic,
     torch_overhead,
     training_overhead,
 )
@@ -82,7 +83,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--runs", type=int, default=5, help="launch latency runs (default 5)")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["launch_latency", "registry_scale", "training_overhead", "airflow_deferrable",
-                                 "container_cost", "guard_cost", "commit_cost", "torch_overhead"])
+                                 "container_cost", "guard_cost", "commit_cost", "torch_overhead", "torch_elastic"])
     args = parser.parse_args(argv)
     steps: list[tuple[str, Callable[[], list[Report]]]] = [
         ("launch_latency", lambda: [launch_latency.run(args.runs)]),
@@ -92,7 +93,8 @@ def main(argv: list[str]) -> None:
         ("container_cost", lambda: [container_cost.run()]),
         ("guard_cost", lambda: [guard_cost.run()]),
         ("commit_cost", lambda: [commit_cost.run()]),
-        ("torch_overhead", lambda: [torch_overhead.run()])]
+        ("torch_overhead", lambda: [torch_overhead.run()]),
+        ("torch_elastic", lambda: [torch_elastic.run()])]
     reports = []
     for name, step in steps:
         if name in args.skip:

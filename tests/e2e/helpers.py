@@ -108,9 +108,25 @@ def java_command(classpath: list[str], main_class: str, *args: str) -> tuple[lis
     return [java, *ADD_OPENS, "-cp", ":".join(classpath), main_class, *args], env
 
 
+class _RecordedLog:
+    """A trigger's logger that also keeps each line it logs: what the deferred task's log would hold."""
+
+    def __init__(self, log, lines: list[str]) -> None:
+        self._log, self._lines = log, lines
+
+    def __getattr__(self, level: str):
+        emit = getattr(self._log, level)
+
+        def record(msg, *args, **kwargs):
+            self._lines.append(str(msg) % args if args else str(msg))
+            return emit(msg, *args, **kwargs)
+        return record
+
+
 def watch_with_a_deferred_sensor(app_id: str, cluster, result: dict) -> None:
     """An Airflow sensor, deferrable, watching the application through the local cluster's `yarn_default`
-    (dag_test.local_yarn_connection): its trigger runs until its one event, into `result`."""
+    (dag_test.local_yarn_connection): its trigger runs until its one event, into `result` (and the lines
+    its trigger logged, as the task's log would hold them, into result["log"])."""
     import asyncio
 
     from airflow.exceptions import TaskDeferred
@@ -132,6 +148,8 @@ def watch_with_a_deferred_sensor(app_id: str, cluster, result: dict) -> None:
             return event.payload
         return {}
 
+    result["log"] = []
+    trigger._log = _RecordedLog(trigger.log, result["log"])
     try:
         result["event"] = asyncio.run(first_event())
         result["value"] = sensor.execute_complete({}, result["event"])

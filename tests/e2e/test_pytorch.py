@@ -3,20 +3,17 @@ into HDFS, torchrun with several processes per container (as a DAG node), and a 
 
 from __future__ import annotations
 
-import datetime
 import json
-import subprocess
-import time
+import threading
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, record, run_dag, ytf_submit
+from bench import torch_elastic
+from tests.e2e.helpers import PAYLOADS, aggregated_logs, record, run_dag, watch_with_a_deferred_sensor, ytf_submit
 from tony_airflow.core.history.reader import load_by_id
 from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local.processes import process_environ as _environ
 
 pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,68 +73,51 @@ def test_a_program_written_for_tony_runs_unchanged(local_cluster, rm):
         ["0", "1", "2"], logs[-3000:]
 
 
-def test_an_elastic_job_replaces_a_killed_worker_and_the_others_keep_running(local_cluster, rm):
+def test_an_elastic_job_replaces_a_killed_worker_and_the_others_keep_running(local_cluster, rm, monkeypatch):
     """--elastic 1:2: worker:1's container SIGKILLed mid-training (every process of it, as a lost host or
     YARN's kill would) -> one replacement container; the master's and worker 0's containers keep theirs, the
-    group re-forms, the training resumes from rank 0's checkpoint and the job SUCCEEDS in its one attempt."""
+    group re-forms, the training resumes from rank 0's checkpoint and the job SUCCEEDS in its one attempt.
+    A deferred Airflow sensor watches it: the lost and the replaced worker are in its task's log."""
     out = "/tmp/e2e/torch-elastic"
-    proc = subprocess.Popen(
-        [str(BIN / "ytf-submit"), "-r", "master:1,worker:2", "--framework", "pytorch", "--elastic", "1:2",
-         "-m", "2048", "-o", f"hdfs://{out}", "-n", "torch-elastic", "--max-attempts", "1",
-         "torchrun -m tony_airflow.examples.digits_torch --epochs 14 --steps-per-epoch 50 --sleep-per-epoch 1.0"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    app_id = None
-    try:
-        fs = webhdfs()
-        for _ in range(240):  # counted looks: until rank 0's checkpoint reached HDFS
-            if app_id is None:
-                app_id = next((a.id for a in rm.applications(tags=None) if a.name == "torch-elastic"
-                               and a.state in ("ACCEPTED", "RUNNING")), None)
-            if app_id and fs.exists(f"{out}/checkpoint.pt"):
-                break
-            time.sleep(0.5)
-        assert app_id, "the job never started"
-        ours = "container_" + app_id.split("_", 1)[1] + "_"
-        victims = [p for p in psutil.process_iter() if _environ(p.pid).get("CONTAINER_ID", "").startswith(ours)
-                   and _environ(p.pid).get("DTF_TASK_JOB_NAME") == "worker"
-                   and _environ(p.pid).get("DTF_TASK_INDEX") == "1"]
-        container = _environ(victims[0].pid)["CONTAINER_ID"]
-        every = [p for p in psutil.process_iter() if _environ(p.pid).get("CONTAINER_ID") == container]
-        killed_at = time.time()
-        for p in every:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        output, _ = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-            if app_id:
-                rm.kill(app_id)
-    assert proc.returncode == 0, output[-3000:]
+    monkeypatch.setenv("AIRFLOW_CONN_YARN_DEFAULT", "")  # the watcher sets it; restored after the test
+    watched: dict = {}
+    watchers: list[threading.Thread] = []
+
+    def watch(app_id: str) -> None:
+        watchers.append(threading.Thread(target=watch_with_a_deferred_sensor, args=(app_id, local_cluster, watched),
+                                         daemon=True))
+        watchers[0].start()
+
+    killed = torch_elastic.run_and_kill_a_worker(out, "torch-elastic", on_submitted=watch)
+    assert killed.returncode == 0, killed.stderr[-3000:]
+    app_id = killed.app_id
     report = rm.application(app_id)
     assert report.final_status == "SUCCEEDED", report.diagnostics
     job = load_by_id(HistoryStore.open(), app_id, rm=rm)
     assert len(job.attempts) == 1, [a.reason for a in job.attempts]
     assert len(job.attempts[0].replaced) == 1 and "replaced on" in job.attempts[0].replaced[0], job.attempts[0].replaced
-    registered = [e for e in job.events if e["event"] == "TASK_REGISTERED"]
-    by_task: dict[str, list[str]] = {}
-    for e in registered:
-        by_task.setdefault(e["task"], []).append(e["container_id"])
+    by_task = _containers_by_task(killed.events)
     assert len(by_task["master:0"]) == 1 and len(by_task["worker:0"]) == 1, by_task  # they kept their containers
-    assert len(by_task["worker:1"]) == 2 and by_task["worker:1"][0] == container != by_task["worker:1"][1], by_task
-    replaced = next(e for e in job.events if e["event"] == "WORKER_REPLACED")
-    record("elastic: worker container SIGKILLed -> its replacement running", replaced["time"] - killed_at)
-    logs = aggregated_logs(rm, app_id)
-    stepping = [ln for ln in logs.splitlines() if ln.startswith("epoch ") and " at " in ln]
-    after = [datetime.datetime.fromisoformat(ln.rsplit(" at ", 1)[1]).timestamp() for ln in stepping]
-    after = [t for t in after if t > killed_at]
-    assert after, stepping
-    record("elastic: worker container SIGKILLed -> training stepping again", min(after) - killed_at)
+    assert len(by_task["worker:1"]) == 2 and by_task["worker:1"][0] == killed.container != by_task["worker:1"][1], \
+        by_task
+    replaced, stepping = torch_elastic.recovery_seconds(killed, aggregated_logs(rm, app_id))
+    record("elastic: worker container SIGKILLed -> its replacement running", replaced)
+    record("elastic: worker container SIGKILLed -> training stepping again", stepping)
     metrics = _metrics(out)
     assert metrics["restarts"] >= 1 and metrics["resumed_at_epoch"] > 0, metrics
     assert metrics["world_size"] == 3 and len({r["parameters"] for r in metrics["ranks"]}) == 1, metrics
     assert {r["rank"]: r["task"] for r in metrics["ranks"]}[0] == "master:0", metrics["ranks"]
-    assert "worker:1 lost on" in output and "replaced on" in output, output[-3000:]
+    assert "worker:1 lost on" in killed.stderr and "replaced on" in killed.stderr, killed.stderr[-3000:]
+    watchers[0].join(timeout=120)
+    assert watched.get("event", {}).get("status") == "success", watched
+    deferred_log = "\n".join(watched["log"])
+    assert "worker:1 lost on" in deferred_log and "replaced on" in deferred_log, deferred_log[-3000:]
+
+
+def _containers_by_task(events: list[dict]) -> dict[str, list[str]]:
+    """Each task's containers, in the order they registered."""
+    by_task: dict[str, list[str]] = {}
+    for e in events:
+        if e["event"] == "TASK_REGISTERED":
+            by_task.setdefault(e["task"], []).append(e["container_id"])
+    return by_task

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import torch_elastic
 from tests.e2e.helpers import (
     PAYLOADS,
     containers_on,
@@ -196,6 +197,38 @@ def test_pytorch_master_addr_is_worker_0s_host(secure_cluster, secure_rm):
     worker0_host = lines["worker:0"][3]
     assert lines["worker:1"][3] != worker0_host
     assert {ln[5] for ln in lines.values()} == {f"MASTER_ADDR={worker0_host}"}
+
+
+def test_an_elastic_torch_job_replaces_a_killed_worker_and_the_other_hosts_keep_theirs(secure_cluster, secure_rm):
+    """#42 across hosts: --elastic 1:2, the workers spread over two hosts; worker:1's container SIGKILLed
+    mid-training -> one replacement container (on whichever host YARN gives), the master's and worker 0's
+    containers keep theirs, torchrun's agents re-form the group across the hosts, the training resumes from
+    rank 0's checkpoint and the job SUCCEEDS in its one attempt."""
+    pytest.importorskip("torch")
+    out = "/tmp/e2e/multihost-torch-elastic"
+    killed = torch_elastic.run_and_kill_a_worker(out, "multihost-torch-elastic", "--spread", "worker",
+                                                 memory="1536")
+    assert killed.returncode == 0, killed.stderr[-3000:]
+    assert secure_rm.application(killed.app_id).final_status == "SUCCEEDED"
+    registered = [e for e in killed.events if e["event"] == "TASK_REGISTERED"]
+    containers = {t: [e["container_id"] for e in registered if e["task"] == t] for t in ("master:0", "worker:0",
+                                                                                     "worker:1")}
+    assert len(containers["master:0"]) == 1 and len(containers["worker:0"]) == 1, containers
+    assert containers["worker:1"][0] == killed.container != containers["worker:1"][-1], containers
+    assert len(containers["worker:1"]) == 2, containers
+    hosts = {e["host"] for e in registered}
+    assert len(hosts) >= 2 and hosts <= {h.address for h in secure_cluster.network.hosts}, hosts
+    assert [e["event"] for e in killed.events].count("WORKER_REPLACED") == 1
+    attempts = [e for e in killed.events if e["event"] == "ATTEMPT_STARTED"]
+    assert len(attempts) == 1, attempts
+    logs = subprocess.run([str(BIN / "tony"), "logs", killed.app_id], capture_output=True, text=True,
+                          timeout=120).stdout
+    replaced, stepping = torch_elastic.recovery_seconds(killed, logs)
+    record("elastic on 3 hosts: worker container SIGKILLed -> its replacement running", replaced)
+    record("elastic on 3 hosts: worker container SIGKILLed -> training stepping again", stepping)
+    metrics = _metrics(out)
+    assert metrics["restarts"] >= 1 and metrics["resumed_at_epoch"] > 0, metrics
+    assert metrics["world_size"] == 3 and len({r["parameters"] for r in metrics["ranks"]}) == 1, metrics
 
 
 def test_spread_puts_each_worker_on_a_host_of_its_own_and_more_workers_than_hosts_are_refused(secure_cluster,

@@ -3,7 +3,8 @@
 Each application steps through a scripted list of (state, finalStatus) on
 every GET of it (or of the list of active applications that holds it); a PUT to
 /state kills it. `/proxy/<id>/pages/tony/output.json` answers from a script of
-output pieces. Requests are counted so tests can bound them.
+output pieces, `/proxy/<id>/pages/tony/progress.json` steps through a script of the AM's progress records.
+Requests are counted so tests can bound them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class FakeResourceManager:
     fail_with: int | None = None  # answer every request with this HTTP status
     standby_requests: int = 0  # answer this many next requests as a standby RM that knows no active one
     outputs: dict[str, str] = field(default_factory=dict)  # app id -> the chief's whole output so far
+    progress: dict[str, list[dict]] = field(default_factory=dict)  # app id -> the AM's progress, one per GET
 
     def start(self) -> FakeResourceManager:
         rm = self
@@ -92,6 +94,14 @@ class FakeResourceManager:
                 self._send(200, {"task": "worker:0", "attempt": 1, "container_id": "container_1", "offset": offset,
                                  "end": len(text), "text": text[offset:], "finished": False})
 
+            def _progress(self) -> None:
+                rm.requests.append((self.command, self.path))
+                script = rm.progress.get(self.path.split("/")[2])
+                if not script:
+                    return self._send(404, {"message": "no such page"})
+                record = script.pop(0) if len(script) > 1 else script[0]
+                self._send(200, {"progress": record, "address": "127.0.0.1:1"})
+
             def _standby(self) -> bool:
                 """RMWebAppFilter's page while no RM is active (an election in progress)."""
                 if rm.standby_requests <= 0:
@@ -114,6 +124,8 @@ class FakeResourceManager:
                 if urlsplit(self.path).path == "/ws/v1/cluster/info":
                     rm.requests.append((self.command, self.path))
                     return self._send(200, {"clusterInfo": {"haState": "ACTIVE", "hadoopVersion": "3.4.2"}})
+                if self.path.startswith("/proxy/") and urlsplit(self.path).path.endswith("/progress.json"):
+                    return self._progress()
                 if self.path.startswith("/proxy/"):
                     return self._output()
                 app_id, app = self._app()

@@ -197,10 +197,9 @@ class JobHandle:
             answer = resp.json() if resp.status_code == 200 else None
         except (httpx.HTTPError, ValueError):  # the AM is not up yet, or already gone: a nicety, not the state
             return None
-        if not isinstance(answer, dict):
-            return None
-        self._am_address = answer.get("address") or self._am_address
-        return Progress.from_dict(answer.get("progress"))
+        progress, address = protocol.progress_page(answer)
+        self._am_address = address or self._am_address
+        return progress
 
     def run_local_tasks(self, poll: float = 0.5) -> int:
         """Client mode: run the job's local task (the chief) here, once per attempt, until the job ends.

@@ -283,6 +283,13 @@ class Progress:
         return asdict(self)
 
 
+def progress_page(answer: object) -> tuple[Progress | None, str | None]:
+    """The AM's PROGRESS_JSON answer: its progress record and the registry's host:port (None where missing)."""
+    if not isinstance(answer, dict):
+        return None, None
+    return Progress.from_dict(answer.get("progress")), answer.get("address") or None
+
+
 def is_proxied(tracking_url: str) -> bool:
     """Before the AM registered, the tracking URL is the RM's own page: the AM serves nothing yet."""
     return "/proxy/" in (tracking_url or "")

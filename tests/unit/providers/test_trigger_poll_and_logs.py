@@ -109,6 +109,50 @@ def test_a_trigger_streams_the_chiefs_lines_into_the_task_log(fake_rm: FakeResou
     assert follow["container_id"] == "container_1"
 
 
+def test_a_deferred_task_logs_the_ams_progress_and_an_elastic_replacement(fake_rm: FakeResourceManager,  # noqa: F811
+                                                                          capsys):
+    """What the worker-mode operator logs (the gang's phase, an elastic job's lost and replaced worker) reaches
+    the log of a deferred task too: the trigger reads the AM's progress page, one request per round."""
+    app_id = _ids(1)[0]
+    rounds = 6
+    fake_rm.apps[app_id] = FakeApp([("RUNNING", "UNDEFINED")] * rounds + [("FINISHED", "SUCCEEDED")])
+    base = {"attempt": 1, "max_attempts": 1, "total": 3, "allocated": 3, "registered": 3, "running": 3,
+            "spec_published": True}
+    lost = "worker:1 lost on h2 (container container_3, exit code 137)"
+    fake_rm.progress[app_id] = [
+        {**base, "allocated": 1, "registered": 0, "running": 0, "spec_published": False},
+        base, base,
+        {**base, "notice": f"{lost}: replacing it"},
+        {**base, "notice": f"{lost}; replaced on h3 (container container_5) after 8.6s"},
+    ]
+    trigger = YarnApplicationTrigger(app_id, [fake_rm.url], poll_interval=0.05)
+
+    async def collect() -> list[dict]:
+        return [e.payload async for e in trigger.run()]
+
+    assert asyncio.run(collect())[0]["status"] == "success"
+    logged = _logged(capsys)
+    assert f"{app_id} RUNNING · attempt 1/1 · allocated 1/3" in logged
+    assert logged.count(f"{app_id} RUNNING · attempt 1/1 · running [") == 1  # once per change, not per round
+    assert f"running · {lost}: replacing it" in logged
+    assert f"running · {lost}; replaced on h3 (container container_5) after 8.6s" in logged
+    pages = [p for _, p in fake_rm.requests if p.endswith("/progress.json")]
+    assert 0 < len(pages) <= rounds + 1
+
+
+def test_a_trigger_without_the_ams_page_still_ends(fake_rm: FakeResourceManager, capsys):  # noqa: F811
+    """Another tool's application, or an AM not serving yet: no progress line, the same event."""
+    app_id = _ids(1)[0]
+    fake_rm.apps[app_id] = FakeApp([("RUNNING", "UNDEFINED")] * 2 + [("FINISHED", "SUCCEEDED")])
+    trigger = YarnApplicationTrigger(app_id, [fake_rm.url], poll_interval=0.05)
+
+    async def collect() -> list[dict]:
+        return [e.payload async for e in trigger.run()]
+
+    assert asyncio.run(collect())[0]["status"] == "success"
+    assert "· attempt" not in _logged(capsys)
+
+
 def test_the_operator_ends_with_the_lines_the_trigger_did_not_see(fake_rm, monkeypatch, capsys):  # noqa: F811
     read = []
 

@@ -197,7 +197,10 @@ def test_trigger_yields_one_event_when_the_application_ends(fake_rm, final, stat
     assert [e["status"] for e in events] == [status]
     assert events[0]["final_status"] == final
     # two requests per round (this project's active applications, and those that ended lately), three rounds
-    assert fake_rm.count("GET") == 6
+    rm_gets = [p for m, p in fake_rm.requests if m == "GET" and not p.startswith("/proxy/")]
+    assert len(rm_gets) == 6
+    # and the AM's progress page in the round it ran
+    assert [p for _, p in fake_rm.requests if p.startswith("/proxy/")] == [f"/proxy/{APP}/pages/tony/progress.json"]
 
 
 def test_trigger_turns_rm_errors_into_an_error_event(fake_rm):

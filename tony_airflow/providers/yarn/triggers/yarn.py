@@ -6,9 +6,12 @@ one triggerer that watch the same ResourceManager with the same credentials and
 interval share one poll per interval through Airflow's own shared streams
 (`shared_stream_key`, `open_shared_stream`, `filter_shared_stream`; the poll is
 triggers/rm_rounds.py); each trigger keeps its own error budget and `on_kill`.
-With `stream_logs` it writes the chief's new output lines into the task's log
-while the task is deferred. It carries the resolved ResourceManager addresses
-(not a connection id), so it needs no connection lookup in the triggerer.
+While the application runs it logs the AM's progress line on each change, as the
+operator does in a worker (the gang's phase, an elastic job's lost and replaced
+worker: one request to the AM's page per round); with `stream_logs` it writes
+the chief's new output lines into the task's log while the task is deferred.
+It carries the resolved ResourceManager addresses (not a connection id), so it
+needs no connection lookup in the triggerer.
 Every outcome, including "the RM did not answer", is an event; the operator
 or sensor decides what it means.
 
@@ -27,7 +30,8 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from tony_airflow.core.am.gang import am_waiting_line
 from tony_airflow.core.output_follow import FOLLOW_TIMEOUT_S, FollowState, OutputFollower
-from tony_airflow.core.protocol import APP_TAG
+from tony_airflow.core.presentation import progress_text
+from tony_airflow.core.protocol import APP_TAG, PROGRESS_JSON, Progress, am_page_url, is_proxied, progress_page
 from tony_airflow.providers.yarn.connection import YarnSettings, http_auth
 from tony_airflow.providers.yarn.triggers.rm_rounds import Round, rounds
 from tony_airflow.yarn.rest import ApplicationReport, AsyncResourceManagerClient
@@ -138,9 +142,8 @@ class YarnApplicationTrigger(BaseEventTrigger):
             yield TriggerEvent({"status": "error", "application_id": self.application_id, "message": str(exc)})
             return
         follower = OutputFollower(FollowState.from_dict(self.follow), self.log_tail_lines) if self.stream_logs else None
-        output_http = (httpx.AsyncClient(auth=client.auth, timeout=FOLLOW_TIMEOUT_S, follow_redirects=True)
-                       if follower is not None else contextlib.nullcontext())
-        async with output_http as http:
+        progress_seen = ""
+        async with httpx.AsyncClient(auth=client.auth, timeout=FOLLOW_TIMEOUT_S, follow_redirects=True) as http:
             async for found in shared_stream:
                 try:
                     report = await self._report_in(found, client)
@@ -165,7 +168,13 @@ class YarnApplicationTrigger(BaseEventTrigger):
                     seen = (report.state, report.final_status, waiting)
                     self.log.info("%s %s %s%s", self.application_id, report.state, report.final_status,
                                   f" · {waiting}" if waiting else "")
-                if follower is not None and http is not None and not report.is_terminal:
+                if report.state == "RUNNING":
+                    progress = await _am_progress(report.tracking_url, http)
+                    text = progress_text(report.id, report, progress) if progress is not None else ""
+                    if text and text != progress_seen:
+                        progress_seen = text
+                        self.log.info("%s", text)
+                if follower is not None and not report.is_terminal:
                     for line in await follower.poll_async(report.tracking_url, http):
                         self.log.info("%s", line)
                 if report.is_terminal:
@@ -191,6 +200,18 @@ class YarnApplicationTrigger(BaseEventTrigger):
         if not report.is_terminal:
             self.log.info("Killing %s because its task was killed", self.application_id)
             await client.kill(self.application_id)
+
+
+async def _am_progress(tracking_url: str, http: httpx.AsyncClient) -> Progress | None:
+    """The AM's progress record through the RM's proxy; None before the AM serves it, or when it does not
+    answer (a nicety beside the RM's state, never an error)."""
+    if not is_proxied(tracking_url):
+        return None
+    try:
+        resp = await http.get(am_page_url(tracking_url, PROGRESS_JSON))
+        return progress_page(resp.json())[0] if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
 
 
 def _unanswered(exc: BaseException) -> bool:
