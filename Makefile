@@ -7,11 +7,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= test,airflow,tensorflow,bench,kerberos,openlineage
 # the tests also run PyTorch (~5.4 GB, the CUDA build PyPI serves); the demo does not need it
-TEST_EXTRAS ?= $(EXTRAS),pytorch
+TEST_EXTRAS ?= $(EXTRAS),pytorch,docs
+DOCS_STAMP := $(VENV)/.installed-$(EXTRAS),docs
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 TEST_STAMP := $(VENV)/.installed-$(TEST_EXTRAS)
 
-.PHONY: demo test soak bench venv browser krb5 containers cluster-down clean
+.PHONY: demo test docs docs-screenshots soak bench venv browser krb5 containers cluster-down clean
 
 # krb5 first: the `kerberos` extra's gssapi builds against libkrb5-dev (krb5-config).
 $(VENV)/.installed-%: pyproject.toml | krb5
@@ -32,7 +33,20 @@ demo: $(STAMP)
 test: $(TEST_STAMP) browser containers
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest --junitxml=artifacts/junit.xml
+
+## make docs: the documentation site into site/ (MkDocs, --strict: a broken link, a missing page or a
+## docstring that does not match its signature fails it; `make test` builds it too).
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+## make docs-screenshots: the guides' pictures (docs/images/*.png), taken by the e2e tests that look at each view
+## in the real headless browser (the AM's job page, TensorBoard, the history UI, Airflow's task page); commit them.
+docs-screenshots: $(TEST_STAMP) browser
+	TONY_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest -p no:cacheprovider tests/e2e/test_tensorboard.py \
+		tests/e2e/test_history.py::test_history_web_ui_in_a_real_browser \
+		"tests/e2e/test_airflow_deployment.py::test_the_example_pipeline_defers_streams_its_training_and_feeds_the_model_asset"
 
 ## make soak: the model-checked protocol tests (the output's commit, the AM's take-over, the gangs' wait-die,
 ## an elastic job's worker replacement)

@@ -1,4 +1,4 @@
-"""The one error tree every entry point maps onto the exit codes (docs/ARCHITECTURE.md, README "exit codes").
+"""The one error tree every entry point maps onto the exit codes (docs/ARCHITECTURE.md, docs/submitting.md, "exit codes").
 
 An expected failure is a `TonyError` whose message is one line; `exit_code` says
 what the command line exits with. Failures of the libraries at our boundaries

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+# `make docs-screenshots` sets it: the views the tests look at become the guides' pictures (committed)
+DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+DOCS_SCREENSHOTS_ENV = "TONY_DOCS_SCREENSHOTS"
+
+
+def screenshot(browser, name: str) -> Path:
+    """What the browser shows, into artifacts/NAME.png, and into docs/images/ when the docs' pictures are
+    being refreshed."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    browser.save_screenshot(str(path))
+    if os.environ.get(DOCS_SCREENSHOTS_ENV):
+        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+        (DOCS_IMAGES / path.name).write_bytes(path.read_bytes())
+    return path
 
 
 def chromium(profile: Path):

@@ -7,14 +7,17 @@ import re
 import statistics
 import time
 from datetime import datetime
+from urllib.parse import quote
 
+from tests.e2e.browser import DEEP_TEXT, chromium, screenshot
 from tests.e2e.helpers import record, wait_terminal
 
 PIPELINE = "tony_pipeline"
 EVALUATION = "tony_model_evaluation"
 
 
-def test_the_example_pipeline_defers_streams_its_training_and_feeds_the_model_asset(airflow_deployment, rm):
+def test_the_example_pipeline_defers_streams_its_training_and_feeds_the_model_asset(airflow_deployment, rm,
+                                                                                   tmp_path):
     af = airflow_deployment
     for dag_id in (PIPELINE, EVALUATION):
         af.unpause(dag_id)
@@ -27,6 +30,7 @@ def test_the_example_pipeline_defers_streams_its_training_and_feeds_the_model_as
     links = af.links(PIPELINE, run_id, "train")
     assert links["YARN application"].endswith(f"/proxy/{app_id}/")
     assert links["TensorBoard"] == links["YARN application"] + "pages/tensorboard/"
+    _task_page_shows_the_links(af, run_id, tmp_path)
     assert af.wait_task(PIPELINE, run_id, "train", {"success", "failed"}, seen=states) == "success", states
     assert af.wait_run(PIPELINE, run_id) == "success"
     record("real deployment: pipeline run (trigger to success)", time.monotonic() - started)
@@ -69,6 +73,25 @@ def test_the_example_pipeline_defers_streams_its_training_and_feeds_the_model_as
     scored = af.xcom(EVALUATION, runs[0]["dag_run_id"], "evaluate", "return_value")
     assert scored["application_id"] == app_id and scored["accuracy"] > 0.8
     assert scored["training_metrics"]["workers"] == 2
+
+
+def _task_page_shows_the_links(af, run_id: str, tmp_path) -> None:
+    """Airflow's own UI, in a real browser: the task's Details tab offers both links (the docs' picture)."""
+    browser = chromium(tmp_path)
+    try:
+        browser.get(f"{af.base}/dags/{PIPELINE}/runs/{quote(run_id, safe='')}/tasks/train/details")
+        deadline = time.monotonic() + 60
+        text = ""
+        while not ("YARN application" in text and "TensorBoard" in text):
+            if time.monotonic() > deadline:
+                screenshot(browser, "airflow-task-links-failed")
+                raise AssertionError(f"the task page shows no links; saw: {text[-500:]}")
+            time.sleep(1)
+            text = browser.execute_script(DEEP_TEXT)
+        time.sleep(1)
+        screenshot(browser, "airflow-task-links")
+    finally:
+        browser.quit()
 
 
 def test_marking_the_deferred_training_failed_kills_its_application(airflow_deployment, rm):

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.browser import ARTIFACTS, chromium
+from tests.e2e.browser import chromium, screenshot
 from tests.e2e.helpers import BIN, PAYLOADS, wait_terminal, ytf_submit
 from tony_airflow.core.history.store import EVENTS, IN_PROGRESS, HistoryStore
 
@@ -101,8 +101,7 @@ def test_history_web_ui_in_a_real_browser(failed_job, tmp_path):
 
         row = browser.find_element(By.CSS_SELECTOR, f'tr.job[data-app-id="{failed_job}"]')
         assert "FAILED" in row.text and "history-e2e" in row.text
-        ARTIFACTS.mkdir(exist_ok=True)
-        browser.save_screenshot(str(ARTIFACTS / "history-jobs.png"))
+        screenshot(browser, "history-jobs")
         row.find_element(By.TAG_NAME, "a").click()
         tables = browser.find_elements(By.CSS_SELECTOR, "table.tasks")
         assert [t.get_attribute("data-attempt") for t in tables] == ["1", "2"]
@@ -111,8 +110,7 @@ def test_history_web_ui_in_a_real_browser(failed_job, tmp_path):
         assert first.find_element(By.CSS_SELECTOR, ".exit-code").text == "3"
         assert len(browser.find_elements(By.CSS_SELECTOR, ".timeline .bar.running")) >= 5  # AM + 4 tasks
         assert "fail_each_attempt.py" in browser.find_element(By.ID, "spec").text
-        browser.save_screenshot(str(ARTIFACTS / "history-job.png"))
-        assert (ARTIFACTS / "history-job.png").stat().st_size > 10_000
+        assert screenshot(browser, "history-job").stat().st_size > 10_000
         logs = httpx.get(first.find_element(By.LINK_TEXT, "logs").get_attribute("href"), timeout=120)
         assert "simulated data error" in logs.text
     finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.browser import ARTIFACTS, DEEP_TEXT, chromium
+from tests.e2e.browser import ARTIFACTS, DEEP_TEXT, chromium, screenshot
 from tony_airflow.yarn.hdfs import webhdfs
 
 pytest.importorskip("tensorflow")
@@ -41,6 +41,13 @@ def test_tensorboard_from_the_tracking_url(local_cluster, rm, tmp_path):
             time.sleep(2)
 
         browser = chromium(tmp_path)
+        browser.get(tracking + "pages/tony/")  # the AM's own job page, through the tracking URL
+        deadline = time.monotonic() + 60
+        while "worker:0" not in browser.execute_script(DEEP_TEXT):
+            assert time.monotonic() < deadline, "the AM's page never named worker:0"
+            time.sleep(1)
+            browser.refresh()
+        screenshot(browser, "am-job-page")
         browser.get(tracking)
         browser.find_element("partial link text", "Service Pages").click()  # skein's dropdown
         time.sleep(0.5)
@@ -76,9 +83,8 @@ def test_tensorboard_from_the_tracking_url(local_cluster, rm, tmp_path):
                 "return performance.getEntriesByType('resource')"
                 ".filter(e => e.name.includes('/data/plugin/scalars/scalars')).map(e => e.responseStatus)")
         assert set(statuses) == {200}, statuses
-        ARTIFACTS.mkdir(exist_ok=True)
         time.sleep(3)
-        browser.save_screenshot(str(ARTIFACTS / "tensorboard.png"))
+        screenshot(browser, "tensorboard")
         # HParams posts JSON: through the tracking URL it must arrive as JSON (issue #15, item 11)
         browser.get(browser.current_url.split("#")[0] + "#hparams")
         deadline = time.monotonic() + 90

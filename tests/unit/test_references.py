@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PY_DIRS = ("tony_airflow", "tests", "bench", "dags_examples")
-TEXT_FILES = ["README.md", "Makefile", "docs/ARCHITECTURE.md", *[str(p.relative_to(ROOT)) for p in (
+TEXT_FILES = ["README.md", "Makefile", *[str(p.relative_to(ROOT)) for p in (
+    *ROOT.glob("docs/**/*.md"),
     *ROOT.glob("oozie/**/*.xml"), *ROOT.glob("oozie/**/*.md"), *ROOT.glob("azkaban_jobtype/**/*.job"),
     *ROOT.glob("azkaban_jobtype/**/*.flow"), *ROOT.glob("azkaban_jobtype/**/*.properties"),
     *ROOT.glob("tony_airflow/**/*.j2"))]]

@@ -1,7 +1,7 @@
 """The command lines: thin adapters that parse arguments, call the core, and exit 0, 1 or 2.
 
 - `tony` (tony.py): the local cluster, submit, status, kill, history, logs, oozie workflow
-- `ytf-submit` (submit.py): the submitter (README, "Submitting a job")
+- `ytf-submit` (submit.py): the submitter (docs/submitting.md)
 - `tony-azkaban` (azkaban.py), `tony-oozie` (oozie.py): the workflow engines' entry points
 - `python -m tony_airflow.cli.dag_test` (dag_test.py): one DAG file through Airflow's `dag.test()`
 

@@ -36,15 +36,26 @@ def run_action(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return outcome.exit_code
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    def factory() -> OneLineParser:
-        p = OneLineParser(prog="tony-oozie", description="Oozie action entry point: submit, wait, and "
-                                                         "print key=value lines for <capture-output/>.")
-        add_job_options(p)
-        p.set_defaults(func=lambda a: run_action(a, os.environ))
-        return p
+def build_parser() -> OneLineParser:
+    """`tony-oozie`, the action's entry point (also the docs' reference)."""
+    p = OneLineParser(prog="tony-oozie", description="Oozie action entry point: submit, wait, and "
+                                                     "print key=value lines for <capture-output/>.")
+    add_job_options(p)
+    p.set_defaults(func=lambda a: run_action(a, os.environ))
+    return p
 
-    sys.exit(run(argv, factory))
+
+def main(argv: Sequence[str] | None = None) -> None:
+    sys.exit(run(argv, build_parser))
+
+
+def workflow_parser() -> OneLineParser:
+    """`tony oozie workflow`: the generator's options and the job's (also the docs' reference)."""
+    p = OneLineParser(prog="tony oozie workflow", description="Print an Oozie workflow (or one action) that "
+                                                              "runs the job given by the ytf-submit options.")
+    add_job_options(p)
+    add_generator_options(p)
+    return p
 
 
 def add_generator_options(p: argparse.ArgumentParser) -> None:
@@ -76,9 +87,7 @@ def workflow_command(argv: Sequence[str]) -> int:
     gen_parser = OneLineParser(prog="tony oozie workflow", add_help=False)
     add_generator_options(gen_parser)
     gen, job_argv = gen_parser.parse_known_args(argv)
-    job_parser = OneLineParser(prog="tony oozie workflow")
-    add_job_options(job_parser)
-    add_generator_options(job_parser)
+    job_parser = workflow_parser()
     if "-h" in job_argv or "--help" in job_argv:
         job_parser.print_help()
         return 0

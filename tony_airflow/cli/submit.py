@@ -1,4 +1,4 @@
-"""`ytf-submit` / `tony submit`: the command line of README "Submitting a job", over the core client.
+"""`ytf-submit` / `tony submit`: the command line of docs/submitting.md, over the core client.
 
 Parses options into the job spec, submits, prints the application id and the
 tracking URL as soon as they exist, shows progress, and exits 0 (SUCCEEDED),

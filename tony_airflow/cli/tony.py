@@ -1,6 +1,6 @@
 """`tony`: the command line. Thin: parses, then calls the core or the local cluster.
 
-Exit codes (README, "exit codes"): 0 success, 1 failure, 2 bad input (one line, nothing done).
+Exit codes (docs/submitting.md, "exit codes"): 0 success, 1 failure, 2 bad input (one line, nothing done).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ MAX_FREE_RETRIES = 100
 DEFAULT_UNTRACKED = ("ps",)
 DEFAULT_SIDECARS = ("tensorboard",)
 ROLES = ("tracked", "untracked", "sidecar")
-# Bounds that keep nonsense from hanging the client or the AM (README, "Submitting a job").
+# Bounds that keep nonsense from hanging the client or the AM (docs/submitting.md).
 MIN_HEARTBEAT_INTERVAL_S = 0.1
 MAX_JOB_FILE_BYTES = 2**20
 FRAMEWORKS = ("tensorflow", "pytorch", "generic")
@@ -131,7 +131,7 @@ class JobSpec:
     client_mode: bool = False  # the chief runs in the submitting process (--client)
     max_attempts: int = 1
     # Attempts ended by YARN (a preempted container, a lost host) do not count against max_attempts;
-    # this many such retries per job (README "Attempts"). 5: a busy day's preemptions, not a host that
+    # this many such retries per job (docs/submitting.md, "Attempts"). 5: a busy day's preemptions, not a host that
     # keeps dying under the job for ever.
     max_free_retries: int = DEFAULT_FREE_RETRIES
     # YARN application attempts: a lost AM (its host, its process) starts a new AM that goes on with the job.
@@ -392,7 +392,7 @@ def default_role(type_name: str) -> str:
     return "tracked"
 
 
-_JOB_FILE_KEYS = {
+JOB_FILE_KEYS = {
     "cluster_requirement", "tasks", "command", "task_memory", "task_vcores", "task_gpus", "node_label",
     "name", "queue", "tags", "env", "input", "output", "script", "src_dir", "tensorboard",
     "docker_image", "docker_runtime", "docker_engine", "docker_mounts", "docker_user", "python_venv",
@@ -404,9 +404,9 @@ _JOB_FILE_KEYS = {
 # Who submits, not what runs: read by the front end (a KerberosLogin), never in the job's spec (the keytab
 # reaches the AM alone, as a private file: core/am/token_renewal.py).
 CREDENTIAL_KEYS = {"principal", "keytab"}
-_TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role", "docker_image",
-              "nproc_per_node"}
-_TIMEOUT_KEYS = {f.name for f in fields(Timeouts)}
+TASK_KEYS = {"instances", "memory", "vcores", "gpus", "node_label", "command", "role", "docker_image",
+             "nproc_per_node"}
+TIMEOUT_KEYS = {f.name for f in fields(Timeouts)}
 
 
 class _JobFileLoader(yaml.SafeLoader):
@@ -444,7 +444,7 @@ def load_job_file(path: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise UsageError(f"conf: {path} must hold a mapping of job fields, not {type(data).__name__}")
-    allowed = _JOB_FILE_KEYS | CREDENTIAL_KEYS
+    allowed = JOB_FILE_KEYS | CREDENTIAL_KEYS
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise UsageError(f"conf: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
@@ -492,9 +492,9 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
     replace the common command for their types before the spec is validated.
     """
     opts = {k: v for k, v in options.items() if v is not None}
-    unknown = sorted(set(opts) - _JOB_FILE_KEYS)
+    unknown = sorted(set(opts) - JOB_FILE_KEYS)
     if unknown:
-        raise UsageError(f"{unknown[0]}: unknown option; allowed: {', '.join(sorted(_JOB_FILE_KEYS))}")
+        raise UsageError(f"{unknown[0]}: unknown option; allowed: {', '.join(sorted(JOB_FILE_KEYS))}")
 
     # Task types and counts: either a requirement string or a `tasks` mapping.
     per_type: dict[str, dict[str, Any]] = {}
@@ -504,9 +504,9 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         for name, body in opts["tasks"].items():
             check_type_name(str(name), "tasks")
             body = {"instances": body} if isinstance(body, int) else dict(body or {})
-            bad = sorted(set(body) - _TASK_KEYS)
+            bad = sorted(set(body) - TASK_KEYS)
             if bad:
-                raise UsageError(f"tasks.{name}: unknown field {bad[0]!r}; allowed: {', '.join(sorted(_TASK_KEYS))}")
+                raise UsageError(f"tasks.{name}: unknown field {bad[0]!r}; allowed: {', '.join(sorted(TASK_KEYS))}")
             body["instances"] = parse_count(body.get("instances", 1), f"tasks.{name}.instances",
                                             maximum=MAX_INSTANCES)
             per_type[str(name)] = body
@@ -594,10 +594,10 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
     timeouts = Timeouts()
     raw_timeouts = opts.get("timeouts") or {}
     if not isinstance(raw_timeouts, Mapping):
-        raise UsageError(f"timeouts: expected a mapping with keys {', '.join(sorted(_TIMEOUT_KEYS))}")
+        raise UsageError(f"timeouts: expected a mapping with keys {', '.join(sorted(TIMEOUT_KEYS))}")
     for key, value in raw_timeouts.items():
-        if key not in _TIMEOUT_KEYS:
-            raise UsageError(f"timeouts: unknown key {key!r}; allowed: {', '.join(sorted(_TIMEOUT_KEYS))}")
+        if key not in TIMEOUT_KEYS:
+            raise UsageError(f"timeouts: unknown key {key!r}; allowed: {', '.join(sorted(TIMEOUT_KEYS))}")
         setattr(timeouts, key, parse_seconds(value, f"timeout ({key})"))
 
     elastic = _elastic_option(opts.get("elastic"))

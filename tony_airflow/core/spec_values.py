@@ -1,7 +1,7 @@
 """One field's value of a job spec: parsing and checking it, with the one line that refuses it.
 
 Every refusal is a `UsageError` that names the field and what is allowed
-(README, "Submitting a job"). core/spec.py assembles a whole JobSpec from these.
+(docs/submitting.md). core/spec.py assembles a whole JobSpec from these.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def check_type_name(name: str, field_name: str) -> None:
 
 @dataclass
 class ResourceForms:
-    """The three forms of one resource (README, "Submitting a job"): general, per type, per task."""
+    """The three forms of one resource (docs/submitting.md): general, per type, per task."""
 
     general: Any = None
     per_type: dict[str, Any] = field(default_factory=dict)

@@ -3,7 +3,7 @@
 Azkaban's ProcessJob runs this (`tony-azkaban`, named by the plugin's
 `plugin.properties`) with the job's flattened properties in $JOB_PROP_FILE and
 reads $JOB_OUTPUT_PROP_FILE back for the downstream jobs. Keys are TonY's own
-Azkaban jobtype keys and the job fields of `ytf-submit` (README, "Submitting a job"); keys in our namespaces that
+Azkaban jobtype keys and the job fields of `ytf-submit` (docs/submitting.md); keys in our namespaces that
 we do not know (or that look like a typo of one) are refused in one line.
 Other keys are left alone: Azkaban puts its own and the flow's parameters in
 the same file.

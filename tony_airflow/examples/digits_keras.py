@@ -4,7 +4,7 @@ Reads only TF_CONFIG and DTF_OUTPUT_PATH, so the same file runs by hand with a
 hand-written TF_CONFIG. BackupAndRestore makes a later attempt resume from the
 last finished epoch; the chief writes the model, TensorBoard logs and
 metrics.json into the output path. In a `ps:1,worker:2` job (the shape of the
-README) the parameter servers have nothing to do for this strategy: they wait
+first example of docs/submitting.md) the parameter servers have nothing to do for this strategy: they wait
 until the AM stops them, and the workers leave them out of their cluster.
 
     python digits_keras.py [--epochs N] [--batch B] [--sleep-per-epoch S]

@@ -15,7 +15,7 @@ is table-tested in tests/unit and the AM only feeds it what it has seen.
 - Attempts: a failure that is the job's own (a task's exit, a timeout) counts
   against `max_attempts`; one YARN caused (a preempted container, a lost host:
   `Outcome.cause`) is retried without counting, up to `max_free_retries` such
-  retries per job, and counts like any other past that (README, "Attempts").
+  retries per job, and counts like any other past that (docs/submitting.md, "Attempts").
 """
 
 from __future__ import annotations

@@ -304,7 +304,7 @@ class Executor:
     def _finish_output(self, mirror: Mirror | None, push: bool, code: int, ended_at: float) -> str:
         """The last push of the output; '' or why it could not be published (one line).
 
-        The rule (README, "What a job's output survives"): a command that exited 0 by itself has
+        The rule (docs/submitting.md, "What a job's output survives"): a command that exited 0 by itself has
         written everything, so everything is published; after a stop or a failure only files left
         unchanged for QUIET_S before the end are, so that what the end tore never replaces the
         last good copy. A task whose AM is gone publishes nothing: a newer attempt may be writing."""

@@ -72,7 +72,7 @@ class Attempt:
     replaced: list[str] = field(default_factory=list)    # elastic: "worker:1 lost on …; replaced on …", per loss
     gang: list[str] = field(default_factory=list)        # its waits and wait-die releases (GANG_* events)
     cause: str = ""                   # what YARN did that ended it ("preemption", "lost host")
-    counted: bool = True              # against --max-attempts (README, "Attempts")
+    counted: bool = True              # against --max-attempts (docs/submitting.md, "Attempts")
 
     def failed_first(self) -> TaskRun | None:
         return self.tasks.get(self.first_failure) if self.first_failure else None

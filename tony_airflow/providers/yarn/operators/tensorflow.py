@@ -68,12 +68,15 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     :param cluster_requirement: task types and counts, e.g. ``"ps:1,worker:2"``
     :param tasks: instead of ``cluster_requirement``, a mapping ``type -> {instances, memory, vcores,
         gpus, node_label, command}``
-    :param task_memory / task_vcores / task_gpus: ``"2048"``, ``"worker:4 GiB"``, ``"worker[0]:8192"``
-        or a list of those (the most specific wins)
+    :param task_memory: ``"2048"``, ``"2 GiB"``, ``"worker:4 GiB"``, ``"worker[0]:8192"`` or a list of those
+        (the most specific wins)
+    :param task_vcores: as ``task_memory``, in vcores
+    :param task_gpus: as ``task_memory``, in GPUs (``yarn.io/gpu``)
     :param script: a local file shipped to every task (``DTF_TASK_SCRIPT``)
     :param src_dir: a local directory shipped to every task; the command runs inside it
     :param python_venv: a packed environment (venv-pack .tar.gz, local or hdfs://) whose Python runs the tasks
-    :param input_path / output_path: ``DTF_INPUT_PATH`` / ``DTF_OUTPUT_PATH``; hdfs:// paths are staged
+    :param input_path: ``DTF_INPUT_PATH``: what the tasks read (an hdfs:// path, or a local one staged)
+    :param output_path: ``DTF_OUTPUT_PATH``: where the tasks write; every file in it whole or absent
     :param tensorboard: start a TensorBoard task over ``output_path``, linked from the task
     :param yarn_queue: the YARN queue (``queue`` is taken: BaseOperator's executor queue); default: the
         connection's ``queue`` extra, else ``default``
@@ -85,8 +88,13 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         ``"worker:2"`` (default 1)
     :param elastic: PyTorch: ``"MIN:MAX"`` workers; a lost worker's container is replaced without restarting
         the others (MAX is the number of workers)
-    :param application_name / node_label / env / max_attempts / max_free_retries /
-        am_attempts: as in ``ytf-submit``
+    :param application_name: the YARN application name (``ytf-submit -n``)
+    :param node_label: YARN node label, ``"LABEL"`` or ``"TYPE:LABEL"`` (``--node_label``)
+    :param env: environment variables for every task (``--env``)
+    :param max_attempts: whole-cluster attempts (``--max-attempts``, default 1)
+    :param max_free_retries: retries after a preemption or a lost host that do not count as attempts
+        (``--max-free-retries``, default 5)
+    :param am_attempts: YARN application attempts: a lost AM starts a new one that goes on (``--am-attempts``)
     :param conf: a YAML/JSON job file path, or a mapping of further job fields (timeouts, tracked, ...);
         the explicit arguments win over it
     :param yarn_conn_id: the ``yarn`` connection (without ``yarn_default``: HADOOP_CONF_DIR or the local cluster)

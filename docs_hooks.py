@@ -1,0 +1,136 @@
+"""MkDocs hook: the reference pages' tables, generated from the code at every build (never written by hand).
+
+A page holds a line `<!-- reference: NAME -->`; the build replaces it with NAME's markdown:
+- `cli:<command>`: every option of that command's argparse parser (and of its subcommands);
+- `job-file`: the job file's keys (core.spec), each with the ytf-submit option that sets it;
+- `azkaban`: the `.job` keys the jobtype reads (engines.azkaban), ours and TonY's.
+An unknown NAME, or a job-file key with neither an option nor a line below, fails the build.
+The Airflow classes' arguments come from their docstrings through mkdocstrings (`::: module.Class`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from typing import Any
+
+MARK = re.compile(r"^<!-- reference: (?P<name>[\w:-]+) -->$", re.MULTILINE)
+
+# job-file keys that no ytf-submit option of the same name sets: what they hold
+JOB_FILE_ONLY = {
+    "tasks": "per task type: `instances`, `memory`, `vcores`, `gpus`, `node_label`, `command`, `role`, "
+             "`docker_image`, `nproc_per_node` (instead of `cluster_requirement`)",
+    "command": "the command every task runs (ytf-submit's positional `task_command`)",
+    "env": "a mapping of environment variables for every task (ytf-submit's `--env K=V`)",
+    "timeouts": "a mapping: `application`, `allocation`, `registration`, `heartbeat` seconds "
+                "(ytf-submit's `--timeout`, `--allocation-timeout`, ...)",
+    "heartbeat_interval": "seconds between an executor's heartbeats to the AM",
+    "stop_grace": "seconds a stopped task's command gets between SIGTERM and SIGKILL",
+    "am_memory": "the AM container's memory",
+    "am_vcores": "the AM container's vcores",
+    "principal": "Kerberos: the principal to log in as (read by the front end, never in the job's spec)",
+    "keytab": "Kerberos: its keytab (handed to the AM alone, for token renewal)",
+}
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _help(action: argparse.Action) -> str:
+    text = action.help or ""
+    try:
+        text = text % {"default": action.default, "prog": ""}
+    except (KeyError, TypeError, ValueError):
+        pass
+    if action.choices is not None and not isinstance(action.choices, range) and not isinstance(
+            action, argparse._SubParsersAction):
+        text += f" (one of: {', '.join(f'`{c}`' for c in action.choices)})"
+    return _cell(text)
+
+
+def parser_markdown(parser: argparse.ArgumentParser, level: int = 2) -> str:
+    """A parser's options as a table, then each subcommand's under its own heading."""
+    out = [f"{'#' * level} `{parser.prog}`", ""]
+    if parser.description:
+        out += [_cell(parser.description), ""]
+    rows, subs = [], []
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            subs += [(sub, helps.get(name, "")) for name, sub in action.choices.items()]
+            continue
+        if action.option_strings:
+            names = ", ".join(f"`{o}`" for o in action.option_strings)
+            value = "" if action.nargs == 0 else f"`{action.metavar or action.dest.upper()}`"
+        else:
+            names, value = f"`{action.metavar or action.dest}` (positional)", ""
+        rows.append(f"| {names} | {value} | {_help(action)} |")
+    if rows:
+        out += ["| option | value | what it does |", "|---|---|---|", *rows, ""]
+    for sub, text in subs:
+        if text:
+            sub.description = sub.description or text
+        out.append(parser_markdown(sub, level + 1))
+    return "\n".join(out)
+
+
+def _parsers() -> dict[str, Callable[[], argparse.ArgumentParser]]:
+    from tony_airflow.cli import azkaban, oozie, submit, tony
+
+    return {"ytf-submit": submit.build_parser, "tony": tony.build_parser, "tony-azkaban": azkaban.build_parser,
+            "tony-oozie": oozie.build_parser, "tony-oozie-workflow": oozie.workflow_parser}
+
+
+def job_file_markdown() -> str:
+    from tony_airflow.cli.submit import build_parser
+    from tony_airflow.core.spec import CREDENTIAL_KEYS, JOB_FILE_KEYS, TASK_KEYS, TIMEOUT_KEYS
+
+    options = {a.dest: a for a in build_parser()._actions if a.option_strings}
+    rows = []
+    for key in sorted(JOB_FILE_KEYS | CREDENTIAL_KEYS):
+        action = options.get(key)
+        if action is not None:
+            rows.append(f"| `{key}` | {', '.join(f'`{o}`' for o in action.option_strings)} | {_help(action)} |")
+        elif key in JOB_FILE_ONLY:
+            rows.append(f"| `{key}` | | {_cell(JOB_FILE_ONLY[key])} |")
+        else:
+            raise ValueError(f"job-file key {key!r}: no ytf-submit option sets it and docs_hooks.JOB_FILE_ONLY "
+                             "does not say what it holds")
+    return "\n".join(["| key | ytf-submit option | what it holds |", "|---|---|---|", *rows, "",
+                      f"Keys of one entry of `tasks`: {', '.join(f'`{k}`' for k in sorted(TASK_KEYS))}.", "",
+                      f"Keys of `timeouts`: {', '.join(f'`{k}`' for k in sorted(TIMEOUT_KEYS))}.", ""])
+
+
+def azkaban_markdown() -> str:
+    from tony_airflow.engines import azkaban as az
+
+    rows = [f"| `{k}` | `{'command' if k == 'task_command' else k}` |"
+            for k in az.SEED_KEYS]
+    rows += [f"| `{k}` (TonY) | `{k}` |" for k in az.TONY_KEYS]
+    rows += [f"| `{k}` (TonY) | `{v}` |" for k, v in az.TONY_APPLICATION_KEYS.items()]
+    rows += [f"| `tony.<type>.{k}` (TonY) | `tasks.<type>.{v}` |" for k, v in az.TONY_TASK_FIELDS.items()]
+    rows += [f"| `{k}` (TonY) | Docker: the image and mounts of every task |" for k in az.TONY_DOCKER_KEYS]
+    rows += ["| `tony.docker.<type>.image` (TonY) | `docker_image` of one type |",
+             f"| `{az.ENV_PREFIX}<NAME>` | `env.<NAME>` |"]
+    rows += [f"| `{k}` (Azkaban's own) | the application tag `{v}:…` |" for k, v in az.AZKABAN_TAG_KEYS.items()]
+    return "\n".join(["| `.job` key | job-file key it sets |", "|---|---|", *rows, ""])
+
+
+def render(name: str) -> str:
+    if name.startswith("cli:"):
+        factory = _parsers().get(name[4:])
+        if factory is None:
+            raise ValueError(f"reference {name!r}: no such command; known: {', '.join(_parsers())}")
+        return parser_markdown(factory())
+    makers = {"job-file": job_file_markdown, "azkaban": azkaban_markdown}
+    if name not in makers:
+        raise ValueError(f"reference {name!r}: unknown; known: cli:<command>, {', '.join(makers)}")
+    return makers[name]()
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    return MARK.sub(lambda m: render(m.group("name")), markdown)
