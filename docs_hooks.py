@@ -3,7 +3,8 @@
 A page holds a line `<!-- reference: NAME -->`; the build replaces it with NAME's markdown:
 - `cli:<command>`: every option of that command's argparse parser (and of its subcommands);
 - `job-file`: the job file's keys (core.spec), each with the ytf-submit option that sets it;
-- `azkaban`: the `.job` keys the jobtype reads (engines.azkaban), ours and TonY's.
+- `azkaban`: the `.job` keys the jobtype reads (engines.azkaban), ours and TonY's;
+- `refusals`: every one-line refusal (exit code 2) the code can raise, read from its `UsageError(...)` calls.
 An unknown NAME, or a job-file key with neither an option nor a line below, fails the build.
 The Airflow classes' arguments come from their docstrings through mkdocstrings (`::: module.Class`).
 """
@@ -11,10 +12,18 @@ The Airflow classes' arguments come from their docstrings through mkdocstrings (
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+PACKAGE = Path(__file__).resolve().parent / "tony_airflow"
+# where a refusal comes from, by module path (the first prefix that matches), for the reader
+AREAS = (("providers/", "Airflow"), ("engines/azkaban", "Azkaban"), ("cli/azkaban", "Azkaban"),
+         ("engines/oozie", "Oozie"), ("cli/oozie", "Oozie"), ("yarn/local/", "the local cluster"),
+         ("containers/", "images and container engines"), ("yarn/", "the Hadoop client: configuration, Kerberos"),
+         ("core/history", "history"), ("cli/history", "history"), ("", "the job: options, job file, operator"))
 MARK = re.compile(r"^<!-- reference: (?P<name>[\w:-]+) -->$", re.MULTILINE)
 
 # job-file keys that no ytf-submit option of the same name sets: what they hold
@@ -36,6 +45,11 @@ JOB_FILE_ONLY = {
 
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """A code span that may itself hold backticks."""
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 def _help(action: argparse.Action) -> str:
@@ -120,13 +134,55 @@ def azkaban_markdown() -> str:
     return "\n".join(["| `.job` key | job-file key it sets |", "|---|---|", *rows, ""])
 
 
+def _texts(node: ast.AST, constants: dict[str, ast.AST]) -> list[str]:
+    """What a message expression can print, `…` for each value filled in (an `if/else` gives both)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return ["".join(v.value if isinstance(v, ast.Constant) else "…" for v in node.values)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return [a + b for a in _texts(node.left, constants) for b in _texts(node.right, constants)]
+    if isinstance(node, ast.IfExp):
+        return _texts(node.body, constants) + _texts(node.orelse, constants)
+    if isinstance(node, ast.Name) and node.id in constants:
+        return _texts(constants[node.id], constants)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return [re.sub(r"\{[^}]*\}", "…", t) for t in _texts(node.func.value, constants)]
+    return []
+
+
+def refusals() -> list[tuple[str, str, str]]:
+    """(area, module, line) of every `UsageError(<message>)` in the package."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        constants = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                     if isinstance(t, ast.Name)}
+        module = path.relative_to(PACKAGE).as_posix()
+        area = next(name for prefix, name in AREAS if module.startswith(prefix))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "UsageError"
+                    and node.args):
+                texts = _texts(node.args[0], constants)
+                if not texts:
+                    raise ValueError(f"{module}:{node.lineno}: a refusal whose words docs_hooks cannot read")
+                found += [(area, module, " ".join(t.split())) for t in texts]
+    return sorted(set(found))
+
+
+def refusals_markdown() -> str:
+    rows = [f"| {area} | {_code(_cell(line))} | `{module}` |" for area, module, line in refusals()]
+    return "\n".join(["| where | the line (after `error: `; … is a value of yours) | module |", "|---|---|---|",
+                      *rows, ""])
+
+
 def render(name: str) -> str:
     if name.startswith("cli:"):
         factory = _parsers().get(name[4:])
         if factory is None:
             raise ValueError(f"reference {name!r}: no such command; known: {', '.join(_parsers())}")
         return parser_markdown(factory())
-    makers = {"job-file": job_file_markdown, "azkaban": azkaban_markdown}
+    makers = {"job-file": job_file_markdown, "azkaban": azkaban_markdown, "refusals": refusals_markdown}
     if name not in makers:
         raise ValueError(f"reference {name!r}: unknown; known: cli:<command>, {', '.join(makers)}")
     return makers[name]()

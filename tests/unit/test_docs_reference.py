@@ -47,6 +47,16 @@ def test_the_azkaban_reference_names_every_key_the_jobtype_reads():
     assert not [k for k in azkaban.OURS if f"`{k}`" not in page]
 
 
+def test_every_refusal_in_the_code_is_on_the_troubleshooting_page():
+    """Each `UsageError(...)` call's words, read from the source (a call whose words cannot be read fails the
+    build); a new one appears without anyone writing it."""
+    modules = {module for _, module, _ in docs_hooks.refusals()}
+    assert {"core/spec.py", "engines/azkaban.py", "providers/yarn/connection.py", "yarn/kerberos.py"} <= modules
+    page = docs_hooks.render("refusals")
+    assert "elastic: … — MIN must be at least 1 and at most MAX; allowed: MIN:MAX with 1 <= MIN <= MAX workers" in page
+    assert "| Azkaban |" in page and "| Airflow |" in page
+
+
 def test_a_page_naming_an_unknown_reference_fails_the_build():
     with pytest.raises(ValueError, match="unknown"):
         docs_hooks.on_page_markdown("<!-- reference: nothing -->\n")
