@@ -21,8 +21,8 @@ from typing import Any
 PACKAGE = Path(__file__).resolve().parent / "tony_airflow"
 # where a refusal comes from, by module path (the first prefix that matches), for the reader
 AREAS = (("providers/", "Airflow"), ("engines/azkaban", "Azkaban"), ("cli/azkaban", "Azkaban"),
-         ("engines/oozie", "Oozie"), ("cli/oozie", "Oozie"), ("yarn/local/", "the local cluster"),
-         ("containers/", "images and container engines"), ("yarn/", "the Hadoop client: configuration, Kerberos"),
+         ("engines/oozie", "Oozie"), ("cli/oozie", "Oozie"), ("local/cluster/", "the local cluster"),
+         ("local/containers/", "images and container engines"), ("yarn/", "the Hadoop client: configuration, Kerberos"),
          ("core/history", "history"), ("cli/history", "history"), ("", "the job: options, job file, operator"))
 MARK = re.compile(r"^<!-- reference: (?P<name>[\w:-]+) -->$", re.MULTILINE)
 

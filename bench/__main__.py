@@ -34,7 +34,7 @@ def machine() -> list[str]:
     mem_kib = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
                        if line.startswith("MemTotal")))
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[:1]
-    from tony_airflow.yarn.local.jars import hadoop_version
+    from tony_airflow.local.cluster.jars import hadoop_version
 
     return [f"{os.cpu_count()} cores ({cpu}), {mem_kib / 2**20:.0f} GiB memory, {platform.system()} "
             f"{platform.release()}",

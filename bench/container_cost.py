@@ -26,8 +26,8 @@ from pathlib import Path
 from bench.local import local_cluster
 from bench.report import Report
 from bench.scratch import scratch_dir
-from tony_airflow.containers import daemon, image
 from tony_airflow.core.executor import engine
+from tony_airflow.local.containers import daemon, image
 
 BIN = Path(sys.executable).parent
 WORKERS = 2

@@ -41,8 +41,8 @@ from bench.report import Report
 from bench.scratch import scratch_dir, scratch_file
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.spec import build_job_spec
-from tony_airflow.yarn.local import LocalCluster
-from tony_airflow.yarn.local.processes import rss_kib
+from tony_airflow.local.cluster import LocalCluster
+from tony_airflow.local.cluster.processes import rss_kib
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 BIN = Path(sys.executable).parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tony_airflow.yarn.local import LocalCluster
+from tony_airflow.local.cluster import LocalCluster
 
 
 def local_cluster() -> LocalCluster:

@@ -28,7 +28,7 @@ import psutil
 
 from bench.report import Report
 from tony_airflow.core import protocol
-from tony_airflow.yarn.local.processes import rss_kib
+from tony_airflow.local.cluster.processes import rss_kib
 
 DEFAULT_SIZES = (100, 500, 1000, 2000, 5000)
 AIM_EXECUTORS, AIM_S = 5000, 3.0  # every executor holds the spec within AIM_S seconds (issue #30 item 11)

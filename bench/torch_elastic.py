@@ -27,8 +27,8 @@ import psutil
 
 from bench.local import local_cluster
 from bench.report import Report
+from tony_airflow.local.cluster.processes import process_environ
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local.processes import process_environ
 from tony_airflow.yarn.logs import log_lines
 from tony_airflow.yarn.rest import ResourceManagerClient
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from bench.local import local_cluster
 from bench.report import Report
 from bench.scratch import scratch_dir
+from tony_airflow.local.cluster.config import free_ports
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local.config import free_ports
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent

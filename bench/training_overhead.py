@@ -41,8 +41,8 @@ from bench.peers.tony import run as tony_run
 from bench.report import Report
 from bench.scratch import scratch_dir, scratch_file
 from tony_airflow.core.spec import DEFAULT_MEMORY_MB
+from tony_airflow.local.cluster.config import free_ports
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local.config import free_ports
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent

@@ -19,9 +19,9 @@ import pytest
 
 from tests.e2e.helpers import krb5_config, record
 from tony_airflow.cli import tony as cli
+from tony_airflow.local.cluster import LocalCluster
+from tony_airflow.local.cluster.processes import terminate
 from tony_airflow.yarn.kerberos import KerberosLogin, spnego
-from tony_airflow.yarn.local import LocalCluster
-from tony_airflow.yarn.local.processes import terminate
 from tony_airflow.yarn.rest import ACTIVE_STATES, ResourceManagerClient
 
 LEFTOVER_GRACE_S = 30.0
@@ -145,7 +145,7 @@ def airflow_deployment(local_cluster: LocalCluster, tmp_path_factory: pytest.Tem
 def docker_engine(tmp_path_factory: pytest.TempPathFactory):
     """Docker's daemon, as `tony cluster up --docker` starts it (host networking only); stopped at the end
     if this session started it. podman has no daemon."""
-    from tony_airflow.containers import daemon
+    from tony_airflow.local.containers import daemon
 
     pid = daemon.ensure_running("docker", tmp_path_factory.mktemp("dockerd") / "dockerd.log", log=lambda *_: None)
     try:
@@ -182,7 +182,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _TOKEN_JOB["job"] = LongTokenJob(state_dir).start()
     if not any("tony_image" in getattr(item, "fixturenames", ()) for item in session.items):
         return
-    from tony_airflow.containers import image
+    from tony_airflow.local.containers import image
 
     def prepare() -> None:
         started = time.monotonic()
@@ -199,7 +199,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def tony_image(docker_engine: str) -> str:
     """`tony image build`'s image, in docker (built once; a later session finds it up to date)."""
-    from tony_airflow.containers import image
+    from tony_airflow.local.containers import image
 
     started = time.monotonic()
     thread = _ROOTFS.get("thread")

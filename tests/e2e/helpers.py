@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tony_airflow.yarn.local import LocalCluster
-from tony_airflow.yarn.local.config import host_dirs
-from tony_airflow.yarn.local.network import Host
-from tony_airflow.yarn.local.processes import container_processes
+from tony_airflow.local.cluster import LocalCluster
+from tony_airflow.local.cluster.config import host_dirs
+from tony_airflow.local.cluster.network import Host
+from tony_airflow.local.cluster.processes import container_processes
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient
 
 PAYLOADS = Path(__file__).resolve().parent.parent / "payloads"

@@ -21,10 +21,10 @@ import pytest
 from tests.e2e.conftest import BUSYBOX, NO_SHELL
 from tests.e2e.helpers import BIN, PAYLOADS, record, run_dag, ytf_submit
 from tony_airflow.cli.dag_test import local_yarn_connection
-from tony_airflow.containers import daemon
 from tony_airflow.core.executor.engine import LABEL
+from tony_airflow.local.cluster import LocalCluster
+from tony_airflow.local.containers import daemon
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local import LocalCluster
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
 

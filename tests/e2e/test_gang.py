@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import record, wait_terminal, ytf_submit
+from tony_airflow.local.cluster import LocalCluster
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local import LocalCluster
 
 BIN = Path(sys.executable).parent
 GANG = ["-r", "worker:6", "-m", "1700", "--max-attempts", "1"]

@@ -7,9 +7,9 @@ import os
 import skein
 
 from tests.e2e.helpers import aggregated_logs, wait_terminal
+from tony_airflow.local.cluster import LocalCluster
+from tony_airflow.local.cluster.cluster import DAEMONS
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local import LocalCluster
-from tony_airflow.yarn.local.cluster import DAEMONS
 from tony_airflow.yarn.rest import ResourceManagerClient
 
 

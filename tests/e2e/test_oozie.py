@@ -28,11 +28,11 @@ import xmlschema
 
 from tests.e2e.helpers import aggregated_logs, maven_driver, record, wait_terminal
 from tony_airflow.engines.oozie_jar import JAR_NAME
+from tony_airflow.local.cluster import jars
+from tony_airflow.local.cluster.oozie import OozieServer
+from tony_airflow.local.cluster.processes import pid_alive, rss_kib
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import webhdfs
-from tony_airflow.yarn.local import jars
-from tony_airflow.yarn.local.oozie import OozieServer
-from tony_airflow.yarn.local.processes import pid_alive, rss_kib
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = ROOT / "oozie" / "driver"

@@ -37,11 +37,11 @@ from tests.e2e.helpers import (
     watch_with_a_deferred_sensor,
 )
 from tony_airflow.examples.pipeline_steps import prepare
+from tony_airflow.local.cluster import LocalCluster
+from tony_airflow.local.cluster.kdc import USER_PASSWORD
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import hdfs_path, webhdfs
 from tony_airflow.yarn.kerberos import KerberosLogin
-from tony_airflow.yarn.local import LocalCluster
-from tony_airflow.yarn.local.kdc import USER_PASSWORD
 from tony_airflow.yarn.tokens import read_token_file
 
 pytest.importorskip("gssapi")
@@ -376,7 +376,7 @@ def test_azkaban_job_without_tokens_or_ticket_says_so(secure_cluster, secure_rm,
 
 
 def test_oozie_action_runs_with_a_token_file_only(secure_cluster, secure_rm, token_file, tmp_path):
-    from tony_airflow.yarn.local import jars
+    from tony_airflow.local.cluster import jars
 
     work = tmp_path / "launcher"
     work.mkdir()

@@ -37,10 +37,10 @@ from tests.e2e.helpers import (
     victim_host,
     watch_with_a_deferred_sensor,
 )
+from tony_airflow.local.cluster import LocalCluster
+from tony_airflow.local.cluster.config import AM_LABEL
+from tony_airflow.local.cluster.network import Host
 from tony_airflow.yarn.hdfs import is_part, webhdfs
-from tony_airflow.yarn.local import LocalCluster
-from tony_airflow.yarn.local.config import AM_LABEL
-from tony_airflow.yarn.local.network import Host
 from tony_airflow.yarn.rest import ResourceManagerClient
 
 pytest.importorskip("tensorflow")
@@ -535,8 +535,8 @@ def test_podman_runs_tasks_on_their_hosts_and_a_killed_nodemanager_leaves_no_con
     NodeManager is SIGKILLed its executors live on until the job ends and their AM is gone; then they stop,
     and their containers end with them (the lease)."""
     from tests.e2e.conftest import BUSYBOX
-    from tony_airflow.containers import daemon
     from tony_airflow.core.executor.engine import LABEL
+    from tony_airflow.local.containers import daemon
 
     submit = _submit("-r", "worker:2", "-m", TASK_MB, "--docker_image", BUSYBOX, "--docker_engine", "podman",
                      "--heartbeat-timeout", "10", "--max-free-retries", "0", "-n", "multihost-podman",

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from tests.e2e.helpers import PAYLOADS
-from tony_airflow.yarn.local import LocalCluster
-from tony_airflow.yarn.local.config import ClusterSettings
+from tony_airflow.local.cluster import LocalCluster
+from tony_airflow.local.cluster.config import ClusterSettings
 
 BIN = Path(sys.executable).parent
 RENEW_INTERVAL_MS, MAX_LIFETIME_MS = 60_000, 180_000

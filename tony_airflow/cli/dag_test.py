@@ -27,7 +27,7 @@ SUMMARY_MARK = "DAG-RUN-SUMMARY "
 
 def prepare_airflow_home(dag_file: Path) -> Path:
     """Environment Airflow reads at import: set before the first `import airflow`."""
-    from tony_airflow.yarn.local.jars import cache_root
+    from tony_airflow.local.cluster.jars import cache_root
 
     home = Path(os.environ.setdefault("AIRFLOW_HOME", str(cache_root() / "airflow-home")))
     home.mkdir(parents=True, exist_ok=True)

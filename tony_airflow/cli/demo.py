@@ -18,7 +18,7 @@ DAG_FILE = Path(__file__).resolve().parents[2] / "dags_examples" / "tony_pipelin
 def point_yarn_default_at_the_local_cluster() -> None:
     """`yarn_default` names the local cluster, as a user's would name theirs (unless already set)."""
     from tony_airflow.cli.dag_test import local_yarn_connection
-    from tony_airflow.yarn.local import LocalCluster
+    from tony_airflow.local.cluster import LocalCluster
 
     cluster = LocalCluster.default()
     os.environ.update(cluster.env())  # PATH and JAVA_HOME for skein's driver, as `tony cluster env` gives

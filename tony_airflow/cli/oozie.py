@@ -120,8 +120,8 @@ def jar_command(argv: Sequence[str]) -> int:
 def server_command(argv: Sequence[str]) -> int:
     """`tony oozie server up|down|status [--state-dir DIR]`: a real Oozie server on the local cluster."""
     from tony_airflow.cli.common import err
-    from tony_airflow.yarn.local import LocalCluster
-    from tony_airflow.yarn.local.oozie import OozieServer
+    from tony_airflow.local.cluster import LocalCluster
+    from tony_airflow.local.cluster.oozie import OozieServer
 
     parser = OneLineParser(prog="tony oozie server", description="A real Oozie 5.2.1 server on the local cluster.")
     parser.add_argument("action", choices=("up", "down", "status"))

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from tony_airflow.cli import common
 from tony_airflow.cli.common import OneLineParser, check_app_id, err
 from tony_airflow.errors import UsageError
-from tony_airflow.yarn.local.ha import DEFAULT_NAMESERVICE
+from tony_airflow.local.cluster.ha import DEFAULT_NAMESERVICE
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from tony_airflow.yarn.local import LocalCluster
+    from tony_airflow.local.cluster import LocalCluster
 
     cluster = LocalCluster(args.state_dir) if args.state_dir else LocalCluster.default()
     if args.action == "up":
@@ -69,7 +69,7 @@ DAEMON_JSON_BACKUP = "docker-daemon.json.orig"  # the admin's daemon.json before
 
 
 def _engine_up(state_dir) -> None:
-    from tony_airflow.containers import daemon
+    from tony_airflow.local.containers import daemon
 
     pid = daemon.ensure_running("docker", state_dir / "logs" / "dockerd.log", log=err,
                                 backup=state_dir / DAEMON_JSON_BACKUP)
@@ -79,7 +79,7 @@ def _engine_up(state_dir) -> None:
 
 
 def _engine_down(state_dir, nm_dirs) -> None:
-    from tony_airflow.containers import daemon
+    from tony_airflow.local.containers import daemon
 
     removed = daemon.remove_containers_under(nm_dirs)
     if removed:
@@ -92,12 +92,12 @@ def _engine_down(state_dir, nm_dirs) -> None:
 
 
 def _image(args: argparse.Namespace) -> int:
-    from tony_airflow.containers import image
+    from tony_airflow.local.containers import image
 
     if args.engine not in ("docker", "podman"):
         raise UsageError(f"--engine: {args.engine!r} is not known; allowed: docker, podman")
     if args.engine == "docker":
-        from tony_airflow.containers import daemon
+        from tony_airflow.local.containers import daemon
 
         if not daemon.answers("docker"):
             raise UsageError("tony image build: the docker daemon does not answer; allowed: start it "

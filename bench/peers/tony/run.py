@@ -18,8 +18,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from tony_airflow.local.cluster.jars import jar_dir
 from tony_airflow.yarn.jvm import ADD_OPENS, LIGHT_JVM_FLAGS, find_java_home
-from tony_airflow.yarn.local.jars import jar_dir
 
 SUBMITTER = "com.linkedin.tony.cli.ClusterSubmitter"
 # Evened with ours: our skein AM runs with these flags, so TonY's client, AM and executor JVMs do too

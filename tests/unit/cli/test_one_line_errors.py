@@ -9,7 +9,7 @@ from tony_airflow.errors import ClusterError
 
 
 def test_a_maven_failure_is_one_line(tmp_path, monkeypatch, capsys):
-    from tony_airflow.yarn.local import jars
+    from tony_airflow.local.cluster import jars
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -1,11 +1,11 @@
-"""The Oozie server's class path rule (tony_airflow/yarn/local/oozie/classpath.py), on file trees shaped as
+"""The Oozie server's class path rule (tony_airflow/local/cluster/oozie/classpath.py), on file trees shaped as
 Maven's copy-dependencies writes them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tony_airflow.yarn.local.oozie.classpath import (
+from tony_airflow.local.cluster.oozie.classpath import (
     hadoop_artifacts,
     oozie_artifacts,
     server_classpath,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tony_airflow.containers import daemon, image
+from tony_airflow.local.containers import daemon, image
 
 
 def test_dockerd_gets_no_bridge_and_no_firewall_rules_and_keeps_the_admins_keys(tmp_path, monkeypatch):

@@ -22,12 +22,8 @@ from pathlib import Path
 import httpx
 
 from tony_airflow.errors import ClusterError, UsageError
-from tony_airflow.yarn.discovery import default_local_state_dir, local_environment
-from tony_airflow.yarn.environ import scoped_environ
-from tony_airflow.yarn.jvm import ADD_OPENS, check_java, find_java_home
-from tony_airflow.yarn.kerberos import KerberosLogin, spnego
-from tony_airflow.yarn.local import jars
-from tony_airflow.yarn.local.config import (
+from tony_airflow.local.cluster import jars
+from tony_airflow.local.cluster.config import (
     DAEMON_PORTS,
     GPU_LABEL,
     HOST_MEMORY_MB,
@@ -41,19 +37,23 @@ from tony_airflow.yarn.local.config import (
     port_is_free,
     write_conf,
 )
-from tony_airflow.yarn.local.ha import NAMENODE_IDS, RM_IDS, ZK_TICK_MS, check_nameservice, zkfc_addresses
-from tony_airflow.yarn.local.kdc import Kdc, service_principal
-from tony_airflow.yarn.local.launchers import write_launchers
-from tony_airflow.yarn.local.native import ensure_native, native_dir
-from tony_airflow.yarn.local.network import MAX_HOSTS, Host, HostNetwork, free_slot
-from tony_airflow.yarn.local.processes import (
+from tony_airflow.local.cluster.ha import NAMENODE_IDS, RM_IDS, ZK_TICK_MS, check_nameservice, zkfc_addresses
+from tony_airflow.local.cluster.kdc import Kdc, service_principal
+from tony_airflow.local.cluster.launchers import write_launchers
+from tony_airflow.local.cluster.native import ensure_native, native_dir
+from tony_airflow.local.cluster.network import MAX_HOSTS, Host, HostNetwork, free_slot
+from tony_airflow.local.cluster.processes import (
     container_processes,
     pid_alive,
     pid_from_file,
     terminate,
     wait_exited,
 )
-from tony_airflow.yarn.local.secure import krb5_java_options
+from tony_airflow.local.cluster.secure import krb5_java_options
+from tony_airflow.yarn.discovery import default_local_state_dir, local_environment
+from tony_airflow.yarn.environ import scoped_environ
+from tony_airflow.yarn.jvm import ADD_OPENS, check_java, find_java_home
+from tony_airflow.yarn.kerberos import KerberosLogin, spnego
 
 
 @dataclass(frozen=True)
@@ -647,7 +647,7 @@ class LocalCluster:
     def down(self, log=print) -> None:
         """Stop the Oozie server on it if one runs (`tony oozie server up`), the daemons, then any container
         process they left behind."""
-        from tony_airflow.yarn.local.oozie import OozieServer
+        from tony_airflow.local.cluster.oozie import OozieServer
 
         OozieServer(self).down()
         daemons = self.daemons if self.settings_file.exists() else DAEMONS

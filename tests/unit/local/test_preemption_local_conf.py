@@ -5,8 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from tony_airflow.local.cluster.config import ClusterSettings, capacity_scheduler, cluster_labels, write_conf
 from tony_airflow.yarn.hadoop_conf import HadoopConf
-from tony_airflow.yarn.local.config import ClusterSettings, capacity_scheduler, cluster_labels, write_conf
 
 
 def _site(path: Path) -> dict[str, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from tony_airflow.yarn.local.kdc import REALM, Kdc, service_principal
+from tony_airflow.local.cluster.kdc import REALM, Kdc, service_principal
 
 # Hadoop names of the daemons' principals: HDFS's superuser is `hdfs`, not the job's user.
 SERVICE_USERS = {"nn": "hdfs", "dn": "hdfs", "rm": "yarn", "nm": "yarn", "jhs": "mapred"}

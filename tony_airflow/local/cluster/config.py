@@ -10,8 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from tony_airflow.errors import ClusterError
-from tony_airflow.yarn.hadoop_conf import write_site
-from tony_airflow.yarn.local.ha import (
+from tony_airflow.local.cluster.ha import (
     HA_PORT_KEYS,
     NAMENODE_IDS,
     RM_IDS,
@@ -22,9 +21,10 @@ from tony_airflow.yarn.local.ha import (
     rm_conf,
     write_daemon_conf,
 )
-from tony_airflow.yarn.local.kdc import Kdc
-from tony_airflow.yarn.local.network import Host, HostNetwork
-from tony_airflow.yarn.local.secure import secure_sites
+from tony_airflow.local.cluster.kdc import Kdc
+from tony_airflow.local.cluster.network import Host, HostNetwork
+from tony_airflow.local.cluster.secure import secure_sites
+from tony_airflow.yarn.hadoop_conf import write_site
 
 HOST = "127.0.0.1"
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")

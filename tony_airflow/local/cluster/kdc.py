@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tony_airflow.errors import ClusterError, UsageError
-from tony_airflow.yarn.local.processes import pid_from_file, stop_from_file
+from tony_airflow.local.cluster.processes import pid_from_file, stop_from_file
 
 REALM = "TONY.TEST"
 SERVICE_HOST = "localhost"

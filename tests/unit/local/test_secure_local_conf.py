@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tony_airflow.local.cluster.config import ClusterSettings, write_conf
+from tony_airflow.local.cluster.kdc import REALM, Kdc
+from tony_airflow.local.cluster.secure import SERVICE_USERS, auth_to_local
 from tony_airflow.yarn.hadoop_conf import HadoopConf
-from tony_airflow.yarn.local.config import ClusterSettings, write_conf
-from tony_airflow.yarn.local.kdc import REALM, Kdc
-from tony_airflow.yarn.local.secure import SERVICE_USERS, auth_to_local
 
 
 def _apply(rules: str, principal: str) -> str:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import socket
 
-from tony_airflow.yarn.local import config
-from tony_airflow.yarn.local.config import PORT_KEYS, ClusterSettings, free_ports, listening_ports
+from tony_airflow.local.cluster import config
+from tony_airflow.local.cluster.config import PORT_KEYS, ClusterSettings, free_ports, listening_ports
 
 
 def _ephemeral() -> range:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from tony_airflow.yarn.local.processes import pid_alive, wait_exited
+from tony_airflow.local.cluster.processes import pid_alive, wait_exited
 
 
 def test_waits_until_a_process_that_is_ending_has_ended(tmp_path):

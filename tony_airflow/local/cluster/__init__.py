@@ -1,5 +1,5 @@
 """The single-node YARN + HDFS used by the demo and the tests."""
 
-from tony_airflow.yarn.local.cluster import LocalCluster
+from tony_airflow.local.cluster.cluster import LocalCluster
 
 __all__ = ["LocalCluster"]

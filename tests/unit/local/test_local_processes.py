@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tony_airflow.yarn.local.processes import container_processes
+from tony_airflow.local.cluster.processes import container_processes
 
 
 def test_a_container_belongs_to_its_own_nodemanager_dir_not_to_one_whose_name_prefixes_it(tmp_path):

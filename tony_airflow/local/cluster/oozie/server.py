@@ -27,19 +27,19 @@ from pathlib import Path
 import httpx
 
 from tony_airflow.errors import ClusterError, UsageError
-from tony_airflow.yarn.discovery import cache_root
-from tony_airflow.yarn.hadoop_conf import HadoopConf, write_site
-from tony_airflow.yarn.jvm import ADD_OPENS, find_java_home
-from tony_airflow.yarn.local import jars
-from tony_airflow.yarn.local.config import free_ports
-from tony_airflow.yarn.local.oozie.classpath import (
+from tony_airflow.local.cluster import jars
+from tony_airflow.local.cluster.config import free_ports
+from tony_airflow.local.cluster.oozie.classpath import (
     hadoop_artifacts,
     oozie_artifacts,
     server_classpath,
     sharelib_jars,
     webapp_archive,
 )
-from tony_airflow.yarn.local.processes import pid_from_file, rss_kib, stop_from_file
+from tony_airflow.local.cluster.processes import pid_from_file, rss_kib, stop_from_file
+from tony_airflow.yarn.discovery import cache_root
+from tony_airflow.yarn.hadoop_conf import HadoopConf, write_site
+from tony_airflow.yarn.jvm import ADD_OPENS, find_java_home
 
 POM = Path(__file__).with_name("pom.xml")
 OOZIE_VERSION = "5.2.1"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tony_airflow.cli import tony as cli
+from tony_airflow.local.cluster.cluster import daemons_of
+from tony_airflow.local.cluster.config import DAEMON_PORTS, ClusterSettings, write_conf
+from tony_airflow.local.cluster.network import MAX_HOSTS, SLOTS, SUBNET, HostNetwork
 from tony_airflow.yarn.hadoop_conf import HadoopConf
-from tony_airflow.yarn.local.cluster import daemons_of
-from tony_airflow.yarn.local.config import DAEMON_PORTS, ClusterSettings, write_conf
-from tony_airflow.yarn.local.network import MAX_HOSTS, SLOTS, SUBNET, HostNetwork
 
 IFNAMSIZ = 15  # the kernel's limit on a link's name
 
@@ -108,8 +108,8 @@ def test_without_root_a_multi_host_cluster_is_refused(capsys, tmp_path, monkeypa
 
 
 def test_a_stopped_cluster_whose_slot_was_taken_moves_to_a_free_one(tmp_path, monkeypatch):
-    from tony_airflow.yarn.local import cluster as cluster_module
-    from tony_airflow.yarn.local.cluster import LocalCluster
+    from tony_airflow.local.cluster import cluster as cluster_module
+    from tony_airflow.local.cluster.cluster import LocalCluster
 
     owners = {0: str(tmp_path / "other"), 1: ""}
     monkeypatch.setattr(HostNetwork, "owner", lambda self: owners.get(self.slot, ""))

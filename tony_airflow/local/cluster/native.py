@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from tony_airflow.errors import ClusterError, UsageError
-from tony_airflow.yarn.local.jars import jar_dir
+from tony_airflow.local.cluster.jars import jar_dir
 
 POM = Path(__file__).with_name("native-pom.xml")
 _ARCH = {"x86_64": "Linux-amd64", "amd64": "Linux-amd64", "aarch64": "Linux-aarch64", "arm64": "Linux-aarch64",

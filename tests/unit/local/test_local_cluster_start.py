@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from tony_airflow.errors import ClusterError
-from tony_airflow.yarn.local.cluster import DAEMONS, LocalCluster
-from tony_airflow.yarn.local.config import ClusterSettings
+from tony_airflow.local.cluster.cluster import DAEMONS, LocalCluster
+from tony_airflow.local.cluster.config import ClusterSettings
 
 
 def _cluster(tmp_path) -> LocalCluster:
@@ -59,8 +59,8 @@ def test_the_daemons_temporary_files_stay_in_the_state_directory(tmp_path):
 def test_the_resourcemanagers_node_attribute_store_is_in_the_state_directory(tmp_path):
     """Hadoop's default store is file:///tmp/hadoop-yarn-<user>/node-attribute/, which the RM makes at
     start and `tony cluster down` would leave behind."""
+    from tony_airflow.local.cluster.config import write_conf
     from tony_airflow.yarn.hadoop_conf import HadoopConf
-    from tony_airflow.yarn.local.config import write_conf
 
     write_conf(tmp_path / "conf", tmp_path, tmp_path / "jars", ClusterSettings.choose(), container_path="/bin")
     store = HadoopConf.load(tmp_path / "conf").get("yarn.node-attribute.fs-store.root-dir")
