@@ -104,6 +104,9 @@ def run_and_kill_a_worker(out: str, name: str, *extra: str, memory: str = "2048"
             if fs.exists(f"{out}/checkpoint.pt") or submit.poll() is not None:
                 break
             time.sleep(0.5)
+        if submit.poll() is not None:  # the job ended before anything could be killed: say why
+            rest = submit.communicate()[1].strip().splitlines()
+            raise RuntimeError(f"{app_id} ended before its first checkpoint: {rest[-1] if rest else '?'}")
         container, processes = task_processes(app_id, "worker", 1)
         killed_at = kill_all(processes)
         stdout, stderr = submit.communicate(timeout=timeout)
