@@ -28,8 +28,8 @@ MARK = re.compile(r"^<!-- reference: (?P<name>[\w:-]+) -->$", re.MULTILINE)
 
 # job-file keys that no ytf-submit option of the same name sets: what they hold
 JOB_FILE_ONLY = {
-    "tasks": "per task type: `instances`, `memory`, `vcores`, `gpus`, `node_label`, `command`, `role`, "
-             "`docker_image`, `nproc_per_node` (instead of `cluster_requirement`)",
+    "tasks": "a mapping of task type to its own fields (listed below the table), instead of "
+             "`cluster_requirement`",
     "command": "the command every task runs (ytf-submit's positional `task_command`)",
     "env": "a mapping of environment variables for every task (ytf-submit's `--env K=V`)",
     "timeouts": "a mapping: `application`, `allocation`, `registration`, `heartbeat` seconds "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import psutil
 
 from bench.local import local_cluster
 from bench.report import Report
+from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.local.cluster.processes import process_environ
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.logs import log_lines
@@ -80,8 +80,12 @@ def kill_all(processes: list[psutil.Process]) -> float:
 
 
 def history_events(app_id: str) -> list[dict]:
-    text = webhdfs().cat(f"/tmp/tony-history/{app_id}/events.jsonl").decode()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    """The job's history events, where the AM wrote them (the history store of this environment)."""
+    store = HistoryStore.open()
+    files = store.find(app_id)
+    if files is None:
+        raise RuntimeError(f"no history of {app_id} in {store.root}")
+    return store.events(files)
 
 
 def run_and_kill_a_worker(out: str, name: str, *extra: str, memory: str = "2048", timeout: float = 600,

@@ -32,7 +32,7 @@ from tony_airflow.core import protocol
 from tony_airflow.core.am.token_renewal import KEYTAB_ENV, KEYTAB_FILE, PRINCIPAL_ENV
 from tony_airflow.core.history.store import history_dir
 from tony_airflow.core.placement import initial_tasks, service_host, service_names
-from tony_airflow.core.protocol import APP_TAG, PROGRESS_JSON, SUBMITTED_AT_ENV, Progress, am_page_url, is_proxied
+from tony_airflow.core.protocol import APP_TAG, SUBMITTED_AT_ENV, Progress
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn import staging_dirs, submission
@@ -190,10 +190,11 @@ class JobHandle:
         """The AM's own counts (allocated, registered, ...), read from its page through the tracking URL
         of `report` (a fresh one when not given); None before the AM serves it, and after the end."""
         report = report or self.status()
-        if report.state != "RUNNING" or not is_proxied(report.tracking_url):
+        url = protocol.progress_url(report.tracking_url)
+        if report.state != "RUNNING" or url is None:
             return None
         try:
-            resp = self.rm.fetch(am_page_url(report.tracking_url, PROGRESS_JSON), timeout=PROGRESS_TIMEOUT_S)
+            resp = self.rm.fetch(url, timeout=PROGRESS_TIMEOUT_S)
             answer = resp.json() if resp.status_code == 200 else None
         except (httpx.HTTPError, ValueError):  # the AM is not up yet, or already gone: a nicety, not the state
             return None

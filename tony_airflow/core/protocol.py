@@ -295,6 +295,11 @@ def is_proxied(tracking_url: str) -> bool:
     return "/proxy/" in (tracking_url or "")
 
 
+def progress_url(tracking_url: str) -> str | None:
+    """Where the AM serves PROGRESS_JSON through the tracking URL; None before the AM registered."""
+    return am_page_url(tracking_url, PROGRESS_JSON) if is_proxied(tracking_url) else None
+
+
 def am_page_url(tracking_url: str, path: str) -> str:
     """A read-only page of the AM's server as the tracking URL (the RM's proxy, skein's web UI) serves it."""
     return f"{tracking_url.rstrip('/')}{AM_PAGES}{path}"

@@ -31,7 +31,7 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from tony_airflow.core.am.gang import am_waiting_line
 from tony_airflow.core.output_follow import FOLLOW_TIMEOUT_S, FollowState, OutputFollower
 from tony_airflow.core.presentation import progress_text
-from tony_airflow.core.protocol import APP_TAG, PROGRESS_JSON, Progress, am_page_url, is_proxied, progress_page
+from tony_airflow.core.protocol import APP_TAG, Progress, progress_page, progress_url
 from tony_airflow.providers.yarn.connection import YarnSettings, http_auth
 from tony_airflow.providers.yarn.triggers.rm_rounds import Round, rounds
 from tony_airflow.yarn.rest import ApplicationReport, AsyncResourceManagerClient
@@ -205,10 +205,11 @@ class YarnApplicationTrigger(BaseEventTrigger):
 async def _am_progress(tracking_url: str, http: httpx.AsyncClient) -> Progress | None:
     """The AM's progress record through the RM's proxy; None before the AM serves it, or when it does not
     answer (a nicety beside the RM's state, never an error)."""
-    if not is_proxied(tracking_url):
+    url = progress_url(tracking_url)
+    if url is None:
         return None
     try:
-        resp = await http.get(am_page_url(tracking_url, PROGRESS_JSON))
+        resp = await http.get(url)
         return progress_page(resp.json())[0] if resp.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
