@@ -30,13 +30,14 @@ from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.local.cluster.processes import process_environ
 from tony_airflow.yarn.hdfs import webhdfs
 from tony_airflow.yarn.logs import log_lines
-from tony_airflow.yarn.rest import ResourceManagerClient
+from tony_airflow.yarn.rest import ResourceManagerClient, application_of_container
 
 BIN = Path(sys.executable).parent
 AIM_STEPPING_S = 30.0
 ELASTIC = ("-r", "master:1,worker:2", "--framework", "pytorch", "--elastic", "1:2", "--max-attempts", "1")
 TRAIN = "torchrun -m tony_airflow.examples.digits_torch --epochs 14 --steps-per-epoch 50 --sleep-per-epoch 1.0"
 CHECKPOINT_LOOKS = 480  # x 0.5 s: until rank 0's first checkpoint is in HDFS
+PROCESS_LOOKS = 20  # x 0.5 s: until a task's processes are seen
 
 
 @dataclass
@@ -52,20 +53,32 @@ class KilledWorker:
     events: list[dict] = field(default_factory=list)  # the job's history events
 
 
-def task_processes(app_id: str, task_type: str, index: int) -> tuple[str, list[psutil.Process]]:
-    """The container of one task of the application, and every process in it (by the environment YARN and
-    the executor gave them)."""
-    ours = "container_" + app_id.split("_", 1)[1] + "_"
-    container = ""
+def task_container(app_id: str, task_type: str, index: int) -> str:
+    """The container one task of the application runs in now, by the environment YARN and the executor gave
+    its processes ('' while none runs)."""
     for proc in psutil.process_iter():
         env = process_environ(proc.pid)
-        if (env.get("CONTAINER_ID", "").startswith(ours) and env.get("DTF_TASK_JOB_NAME") == task_type
+        if (application_of_container(env.get("CONTAINER_ID", "")) == app_id
+                and env.get("DTF_TASK_JOB_NAME") == task_type
                 and env.get("DTF_TASK_INDEX") == str(index)):
-            container = env["CONTAINER_ID"]
-            break
-    if not container:
-        raise RuntimeError(f"no process of {task_type}:{index} of {app_id}")
-    return container, [p for p in psutil.process_iter() if process_environ(p.pid).get("CONTAINER_ID") == container]
+            return env["CONTAINER_ID"]
+    return ""
+
+
+def task_processes(app_id: str, task_type: str, index: int,
+                   looks: int = PROCESS_LOOKS) -> tuple[str, list[psutil.Process]]:
+    """The container of one task of the application, and every process in it. A task that has no process after
+    `looks` half-seconds is named with what the job's history says of it (its container may have ended)."""
+    for _ in range(looks):  # counted looks
+        container = task_container(app_id, task_type, index)
+        if container:
+            return container, [p for p in psutil.process_iter()
+                               if process_environ(p.pid).get("CONTAINER_ID") == container]
+        time.sleep(0.5)
+    task = f"{task_type}:{index}"
+    said = [f"{e['event']} {({k: v for k, v in e.items() if k not in ('time', 'event', 'task', 'stderr_tail')})}"
+            for e in history_events(app_id) if e.get("task") == task or "task" not in e]
+    raise RuntimeError(f"no process of {task} of {app_id}; its history: {'; '.join(said[-8:]) or 'nothing'}")
 
 
 def kill_all(processes: list[psutil.Process]) -> float:

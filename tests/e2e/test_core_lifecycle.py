@@ -11,6 +11,7 @@ from tests.e2e.helpers import PAYLOADS, aggregated_logs, wait_terminal, ytf_subm
 from tony_airflow.core import protocol
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.spec import build_job_spec
+from tony_airflow.yarn.rest import application_of_container
 
 SMALL = ["-m", "384"]
 
@@ -76,9 +77,9 @@ def test_hanging_executor_fails_by_heartbeat_timeout(local_cluster, rm):
         deadline = time.monotonic() + 120
         frozen = None
         while frozen is None and time.monotonic() < deadline:
-            ours = "container_" + handle.app_id.split("_", 1)[1] + "_"  # container ids of this application
             executors = [p for p in local_cluster.container_processes()
-                         if "tony_airflow.core.executor" in p.cmdline and p.container_id.startswith(ours)]
+                         if "tony_airflow.core.executor" in p.cmdline
+                         and application_of_container(p.container_id) == handle.app_id]
             frozen = executors[0].pid if executors else None
             progress = handle.progress()
             if frozen and progress and progress.running == 2:

@@ -25,6 +25,7 @@ from tony_airflow.core.executor.engine import LABEL
 from tony_airflow.local.cluster import LocalCluster
 from tony_airflow.local.containers import daemon
 from tony_airflow.yarn.hdfs import webhdfs
+from tony_airflow.yarn.rest import application_of_container
 
 SITE = "/usr/local/lib/python3.11/dist-packages"
 
@@ -172,9 +173,9 @@ def test_every_way_of_ending_leaves_no_container(local_cluster: LocalCluster, rm
         elif how == "ctrl-c":
             submit.send_signal(signal.SIGINT)
         else:
-            ours = "container_" + app_id.split("_", 1)[1] + "_"
             executors = [p for p in local_cluster.container_processes()
-                         if p.container_id.startswith(ours) and "tony_airflow.core.executor" in p.cmdline]
+                         if application_of_container(p.container_id) == app_id
+                         and "tony_airflow.core.executor" in p.cmdline]
             assert len(executors) == 2, executors
             os.kill(executors[0].pid, signal.SIGKILL)
             own = _no_container_of(app_id, 30, f"{LABEL}.container={executors[0].container_id}")

@@ -22,6 +22,7 @@ from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.core.spec import build_job_spec
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import webhdfs
+from tony_airflow.yarn.rest import application_of_container
 
 SMALL = ["-m", "384"]
 
@@ -175,13 +176,12 @@ def test_executors_stop_when_the_am_is_gone(local_cluster, rm):
     proc = _popen("ytf-submit", "-r", "ps:1,worker:2", *SMALL, "--env", "SLEEP_S=600", "--heartbeat-timeout", "10",
                   "--am-attempts", "1", "-s", str(PAYLOADS / "sleep.py"), "python3 ${DTF_TASK_SCRIPT}")
     app_id = _app_id(_read_until(proc.stdout, "Submitted application"))
-    ours = "container_" + app_id.split("_", 1)[1] + "_"
     with TonyClient() as client:
         _wait_running(rm, app_id, client, tasks=3)
     nodemanager = local_cluster.running()["nodemanager"]
     os.kill(nodemanager, signal.SIGSTOP)
     try:
-        procs = [p for p in local_cluster.container_processes() if p.container_id.startswith(ours)]
+        procs = [p for p in local_cluster.container_processes() if application_of_container(p.container_id) == app_id]
         am = [p for p in procs if p.container_id.endswith("_000001")]
         executors = [p for p in procs if "tony_airflow.core.executor" in p.cmdline]
         assert am and len(executors) == 3, procs
@@ -195,7 +195,7 @@ def test_executors_stop_when_the_am_is_gone(local_cluster, rm):
         took = time.monotonic() - lost_at
         record("AM killed -> every executor exited (heartbeat timeout 10 s)", took)
         users = [p for p in local_cluster.container_processes()
-                 if p.container_id.startswith(ours) and "sleep.py" in p.cmdline]
+                 if application_of_container(p.container_id) == app_id and "sleep.py" in p.cmdline]
     finally:
         os.kill(nodemanager, signal.SIGCONT)
     assert not alive, f"executors still running {took:.0f}s after the AM died: {alive}"
@@ -219,14 +219,14 @@ def test_a_sigkilled_executor_takes_its_command_with_it(local_cluster, rm):
                   "--max-attempts", "1", "-s", str(PAYLOADS / "sleep.py"),
                   "python3 ${DTF_TASK_SCRIPT}; echo the command is a grandchild of the executor")
     app_id = _app_id(_read_until(proc.stdout, "Submitted application"))
-    ours = "container_" + app_id.split("_", 1)[1] + "_"
     try:
         with TonyClient() as client:
             _wait_running(rm, app_id, client, tasks=1)
         # RUNNING means the executor started its wrapper; the shell's python may come a moment later (a
         # CI run under load looked before it had): counted looks, no wall clock.
         for _ in range(120):
-            procs = [p for p in local_cluster.container_processes() if p.container_id.startswith(ours)]
+            procs = [p for p in local_cluster.container_processes()
+                     if application_of_container(p.container_id) == app_id]
             executor = [p for p in procs if "tony_airflow.core.executor" in p.cmdline and "guard" not in p.cmdline]
             command = [p for p in procs if "sleep.py" in p.cmdline]
             if command:

@@ -66,6 +66,18 @@ def is_application_id(text: object) -> bool:
     return isinstance(text, str) and APPLICATION_ID.fullmatch(text) is not None
 
 
+# Hadoop's ContainerId.fromString: container_[e<epoch>_]<cluster timestamp>_<app>_<attempt>_<container>; the
+# epoch part appears once the ResourceManager has restarted or failed over (work-preserving recovery)
+CONTAINER_ID = re.compile(r"container_(?:e\d+_)?(\d+)_(\d+)_\d+_\d+")
+
+
+def application_of_container(container_id: str) -> str:
+    """The application a container id belongs to ('' when the text is not a container id), formatted as
+    Hadoop's ApplicationId.toString does (the sequence number padded to four digits)."""
+    found = CONTAINER_ID.fullmatch(container_id)
+    return f"application_{found[1]}_{int(found[2]):04d}" if found else ""
+
+
 class ResourceManagerError(ClusterError):
     """No ResourceManager answered, or it refused the call. `transient`: none answered, or one answered
     5xx (busy, standby, failing over): asking again later may succeed, as Hadoop's RM proxy does.
