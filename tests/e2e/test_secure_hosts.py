@@ -37,6 +37,7 @@ from tests.e2e.helpers import (
     victim_host,
     watch_with_a_deferred_sensor,
 )
+from tony_airflow.core.executor.output_commit import QUIET_S
 from tony_airflow.local.cluster import LocalCluster
 from tony_airflow.local.cluster.config import AM_LABEL
 from tony_airflow.local.cluster.network import Host
@@ -48,10 +49,14 @@ pytest.importorskip("gssapi")
 
 BIN = Path(sys.executable).parent
 TASK_MB = "2560"  # one task per host (see the module's docstring)
-TRAIN = "python3 -m tony_airflow.examples.digits_keras --epochs 8 --sleep-per-epoch 1"
 # A host is lost once a checkpoint is in HDFS; the training must still be under way then (CI saw a job of
 # 8 epochs end before any checkpoint of it was seen there), so that it resumes from what it lost.
 TRAIN_TO_LOSE = "python3 -m tony_airflow.examples.digits_keras --epochs 14 --sleep-per-epoch 1"
+# The same with the 32 MiB ballast rewritten beside it: each save stays unchanged for twice the mirror's quiet
+# time, so a round can publish it whole (rule 2: a file changed within QUIET_S holds the prefix back). With a save
+# every ~1.3 s and the ballast's uploads between rounds, a CI run saw 8 epochs end with only one data file of the
+# backup in HDFS, never its index or pointer: the job SUCCEEDED before any host could be lost.
+TRAIN = f"python3 -m tony_airflow.examples.digits_keras --epochs 8 --sleep-per-epoch {2 * QUIET_S:g}"
 
 
 @pytest.fixture(scope="module", autouse=True)
