@@ -4,7 +4,7 @@ seconds by the chief: its pushes take long enough that a host can be lost in the
 The file ends with the SHA-256 of the rest, so a torn copy in HDFS is told at once. When the command ends, the
 rewriting finishes the copy under way before this exits, as a program that means its output to be whole does: a
 copy cut off by the interpreter's exit would be the program's own torn file, and a clean exit publishes everything
-(a CI run's HDFS held 16 of the 32 MiB after exit 0).
+(a run on the 3-host cluster left 16 of the 32 MiB in HDFS after exit 0).
 """
 
 import hashlib
