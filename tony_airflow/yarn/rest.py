@@ -68,7 +68,7 @@ def is_application_id(text: object) -> bool:
 
 # Hadoop's ContainerId.fromString: container_[e<epoch>_]<cluster timestamp>_<app>_<attempt>_<container>; the
 # epoch part appears once the ResourceManager has restarted or failed over (work-preserving recovery)
-CONTAINER_ID = re.compile(r"container_(?:e\d+_)?(\d+)_(\d+)_\d+_\d+")
+CONTAINER_ID = re.compile(r"container_(?:e\d+_)?(\d+)_(\d+)_(\d+)_\d+")
 
 
 def application_of_container(container_id: str) -> str:
@@ -76,6 +76,12 @@ def application_of_container(container_id: str) -> str:
     Hadoop's ApplicationId.toString does (the sequence number padded to four digits)."""
     found = CONTAINER_ID.fullmatch(container_id)
     return f"application_{found[1]}_{int(found[2]):04d}" if found else ""
+
+
+def attempt_of_container(container_id: str) -> int:
+    """The application attempt a container id names (0 when the text is not a container id)."""
+    found = CONTAINER_ID.fullmatch(container_id)
+    return int(found[3]) if found else 0
 
 
 class ResourceManagerError(ClusterError):

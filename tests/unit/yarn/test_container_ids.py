@@ -4,7 +4,7 @@ test looked for `container_<ts>_<app>_` and missed every container of the job)."
 
 import pytest
 
-from tony_airflow.yarn.rest import application_of_container
+from tony_airflow.yarn.rest import application_of_container, attempt_of_container
 
 
 @pytest.mark.parametrize(("container_id", "app_id"), [
@@ -21,4 +21,9 @@ def test_the_application_of_a_container(container_id, app_id):
 @pytest.mark.parametrize("text", ["", "container_", "container_x_1_01_1", "application_1_0001", "container_1_2_3",
                                   "container_e01_1795830383639_0002_01", "container_1795830383639_0002_01_000002\n"])
 def test_what_is_not_a_container_id_names_no_application(text):
-    assert application_of_container(text) == ""
+    assert application_of_container(text) == "" and attempt_of_container(text) == 0
+
+
+def test_the_attempt_of_a_container():
+    assert attempt_of_container("container_e01_1795830383639_0002_03_000002") == 3
+    assert attempt_of_container("container_1795830383639_0002_01_000002") == 1

@@ -50,6 +50,7 @@ from tony_airflow.core.protocol import (
     TENSORBOARD_URL_KEY,
 )
 from tony_airflow.core.spec import JobSpec
+from tony_airflow.yarn.rest import attempt_of_container
 
 log = logging.getLogger("tony.am")
 TICK_S = 0.25
@@ -698,12 +699,8 @@ FAULT_LOST_AFTER_HISTORY = "am-lost-after-history"
 
 
 def am_attempt_of(container_id: str) -> int:
-    """YARN's application attempt from the AM's container id: `container_[e<epoch>_]<ts>_<app>_<attempt>_<n>`."""
-    parts = container_id.split("_")
-    try:
-        return max(1, int(parts[-2]))
-    except (IndexError, ValueError):
-        return 1
+    """YARN's application attempt from the AM's container id (yarn.rest's container-id rule); 1 without one."""
+    return max(1, attempt_of_container(container_id))
 
 
 def main() -> None:
