@@ -239,3 +239,14 @@ def explain_exit(code: int, stderr_tail: str, plan: ContainerPlan, host: str, ta
         return (f"{task}: image {plan.image!r} has no /bin/sh on {host} ({plan.engine}): the task's command runs "
                 "under a shell in its image")
     return f"{task}: {plan.engine} could not start the container on {host}: {reason}"
+
+
+def container_pid(engine: str, name: str) -> int:
+    """The first process of a running container, as the host sees it (0: not running, or not to be read):
+    the output's mirror walks its processes for files held open for writing, which are not below the
+    engine's client."""
+    done = _run([engine, "inspect", "--format", "{{.State.Pid}}", name], timeout=10)
+    try:
+        return int(done.stdout.strip()) if done.returncode == 0 else 0
+    except ValueError:
+        return 0

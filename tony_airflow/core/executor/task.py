@@ -23,7 +23,7 @@ from tony_airflow.core.executor import engine
 from tony_airflow.core.executor.admin_rules import AdminRules
 from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
-from tony_airflow.core.executor.output_commit import QUIET_S, Mirror, is_hdfs
+from tony_airflow.core.executor.output_commit import Mirror, is_hdfs
 from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
 from tony_airflow.core.executor.staging import stage_input
@@ -199,6 +199,7 @@ class Executor:
             reservation.release()
             return AM_LOST_EXIT if self.am_lost.is_set() else 0
         plan = self._container_plan(command, env, cwd, gpus)
+        self._plan = plan
         refused = self._refused_by_admin() if plan is not None else None
         if refused:
             reservation.release()
@@ -305,9 +306,9 @@ class Executor:
         """The last push of the output; '' or why it could not be published (one line).
 
         The rule (docs/submitting.md, "What a job's output survives"): a command that exited 0 by itself has
-        written everything, so everything is published; after a stop or a failure only files left
-        unchanged for QUIET_S before the end are, so that what the end tore never replaces the
-        last good copy. A task whose AM is gone publishes nothing: a newer attempt may be writing."""
+        written everything, so everything is published; after a stop or a failure only what the program closed
+        `mirror.settle_s` before the end (under the quiet rule: left unchanged that long), so that what
+        the end tore never replaces the last good copy. A task whose AM is gone publishes nothing: a newer attempt may be writing."""
         if mirror is None:
             return ""
         if self.am_lost.is_set():
@@ -317,7 +318,7 @@ class Executor:
             mirror.stop()
             return ""
         clean = code == 0 and not self.stop_requested.is_set()
-        cutoff = math.inf if clean else min(self.stopped_at or ended_at, ended_at) - QUIET_S
+        cutoff = math.inf if clean else min(self.stopped_at or ended_at, ended_at) - mirror.settle_s
         try:
             mirror.finish(cutoff)
         except Exception as exc:
@@ -403,8 +404,27 @@ class Executor:
         env["DTF_OUTPUT_URI"] = self.job.output_path
         env["DTF_OUTPUT_PATH"] = str(mirror.local)
         if writer or evaluator or me.type == "tensorboard":
-            mirror.start("push" if writer else "both" if evaluator else "pull")
+            mirror.start("push" if writer else "both" if evaluator else "pull",
+                         writers=self._command_pids, alive=self._command_runs)
         return mirror, writer or evaluator
+
+    def _command_pids(self) -> list[int]:
+        """The user command's processes (its group's first, the guard; everything below it is walked), and a
+        container engine's container, whose processes are not below the engine's client."""
+        if self.child is None:
+            return []
+        return [self.child.proc.pid, *self._engine_pids()]
+
+    def _engine_pids(self) -> list[int]:
+        plan = getattr(self, "_plan", None)
+        if plan is None:
+            return []
+        if not getattr(self, "_engine_pid", 0):  # asked until the engine has started the container
+            self._engine_pid = engine.container_pid(plan.engine, plan.name)
+        return [self._engine_pid] if self._engine_pid else []
+
+    def _command_runs(self) -> bool:
+        return self.child is not None and self.child.proc.poll() is None
 
     def _shipped_files_env(self) -> dict[str, str]:
         env = {protocol.ENV_PYTHON: self.job.python}

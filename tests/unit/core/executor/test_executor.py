@@ -88,6 +88,7 @@ def test_a_containers_command_keeps_its_temporary_files_in_the_container(tmp_pat
 # ------------------------------------------------- issue #29: the last push of the output
 class _Mirror:
     uri = "hdfs:///out"
+    settle_s = 0.5  # the event-driven mirror's: a failure's last half second is not trusted
 
     def __init__(self, error: Exception | None = None) -> None:
         self.error, self.calls = error, []
@@ -139,8 +140,6 @@ def test_a_failed_final_push_is_reported_in_one_line_not_a_crash():
 
 
 def test_a_chief_whose_am_is_gone_publishes_nothing_and_a_stopped_one_only_what_was_whole_before_the_stop():
-    from tony_airflow.core.executor.output_commit import QUIET_S
-
     executor = _chief()
     executor.am_lost.set()
     mirror = _Mirror()
@@ -152,7 +151,7 @@ def test_a_chief_whose_am_is_gone_publishes_nothing_and_a_stopped_one_only_what_
     mirror = _Mirror()
     executor.stop_requested.set()
     executor._finish_output(mirror, True, 143, 1003.0)
-    assert mirror.calls == [("finish", 1000.0 - QUIET_S)]
+    assert mirror.calls == [("finish", 1000.0 - mirror.settle_s)]
 
     executor = _chief()  # exited 0 by itself: everything it wrote is whole
     mirror = _Mirror()
@@ -160,7 +159,7 @@ def test_a_chief_whose_am_is_gone_publishes_nothing_and_a_stopped_one_only_what_
     assert mirror.calls == [("finish", float("inf"))]
     mirror = _Mirror()  # exited non-zero by itself: what it was writing when it failed may be torn
     executor._finish_output(mirror, True, 1, 1003.0)
-    assert mirror.calls == [("finish", 1003.0 - QUIET_S)]
+    assert mirror.calls == [("finish", 1003.0 - mirror.settle_s)]
 
 
 def test_the_executor_uses_the_hdfs_token_its_am_hands_over_and_ignores_one_not_sealed_for_it(monkeypatch):
