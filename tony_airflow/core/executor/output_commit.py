@@ -95,6 +95,7 @@ class Mirror(Publisher):
         self.fallback = ""           # why the quiet rule stands in now ('' : the writer's events)
         self._fell_back = False      # the fallback was said in this stretch
         self._appending: set[str] = set()
+        self._classified: dict[str, tuple[int, int]] = {}  # rel -> the file whose kind was looked at
         self._hist_lock = threading.RLock()
         self._threads: list[threading.Thread] = []
 
@@ -183,12 +184,29 @@ class Mirror(Publisher):
                 entry.state, entry.snapshot, entry.why = LOST, None, "changed while it was copied"
 
     def _note_appending(self, held: Held | None) -> None:
+        """Which files being written are held open in append mode only (they grow: rule 4); each file (its
+        device and inode) is looked at once."""
         if held is None:
             return
         for rel in list(self.history.writing):
             key = file_key(self.local / rel)
-            if key is not None and key in held.appending:
+            if key is None or self._classified.get(rel) == key:
+                continue
+            self._classified[rel] = key
+            if key in held.appending:
                 self._appending.add(rel)
+            else:
+                self._appending.discard(rel)
+
+    def _classify_writing(self) -> None:
+        """Files written since the last look whose kind (growing or not) is not known yet."""
+        if self.writers is None:
+            return
+        with self._hist_lock:
+            unknown = [rel for rel in self.history.writing
+                       if self._classified.get(rel) != file_key(self.local / rel)]
+        if unknown:
+            self._note_appending(self.writers.held())
 
     def grows(self, rel: str) -> bool:
         """Rule 4: publishes as a prefix of itself, never holding the order back."""
@@ -242,6 +260,10 @@ class Mirror(Publisher):
         self._errors.pop(rel, None)
         entry.state = READY
 
+    def _held_open(self) -> set[tuple[int, int]] | None:
+        held = self.writers.held() if self.writers is not None else None
+        return set(held.writing - held.appending) if held is not None else None
+
     def _unreadable_now(self) -> set[str]:
         return self._unreadable
 
@@ -275,6 +297,7 @@ class Mirror(Publisher):
     def publish_ready(self, before: float | None = None, background: bool = False) -> int:
         """The uploader's step: publish the history's prefix (rule 2) read before `before` (default: SETTLE_S
         ago, and nothing while the program is not running: the end decides then). Returns files published."""
+        self._classify_writing()
         growing = self._growing_sizes()  # before the history is read: their bytes come after what it holds
         with self._hist_lock:
             if before is None:

@@ -141,7 +141,7 @@ class EventSource:
     def _watch_tree(self, rel: str) -> list[Change]:
         """Watch `rel` and every directory below it, then list the files there (FOUND)."""
         assert self._inotify is not None
-        found: list[tuple[int, Change]] = []
+        found: list[tuple[tuple[int, int, int], Change]] = []
         start = self.root / rel if rel else self.root
         now = self.clock()
         for dirpath, dirnames, filenames in os.walk(start, onerror=lambda exc: None):
@@ -164,9 +164,12 @@ class EventSource:
                 with contextlib.suppress(OSError):
                     st = os.lstat(path)
                     if stat_module.S_ISREG(st.st_mode):
-                        found.append((st.st_mtime_ns, Change(FOUND, f"{sub}/{name}" if sub else name, now)))
-        # No event orders what a scan finds: their mtimes are the only clue (the fallback's rule).
-        return [change for _, change in sorted(found, key=lambda item: (item[0], item[1].rel))]
+                        found.append(((st.st_mtime_ns, st.st_ctime_ns, st.st_ino),
+                                      Change(FOUND, f"{sub}/{name}" if sub else name, now)))
+        # No event orders what a scan finds (files written into a new directory before its watch landed):
+        # their clocks are the only clue, and on a tie (a coarse clock) the inode, which filesystems give
+        # out in creation order within a directory far more often than names sort that way.
+        return [change for _, change in sorted(found, key=lambda item: item[0])]
 
     def _unwatch_under(self, rel: str) -> None:
         """A directory removed or renamed away: its watches (and those below) no longer name paths here."""

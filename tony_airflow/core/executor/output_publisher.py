@@ -15,6 +15,7 @@ import os
 import stat as stat_module
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -48,6 +49,12 @@ def _retried_at_the_end(exc: BaseException) -> bool:
 class Publisher(OutputDirectory):
     """Publishes a local directory's files to HDFS by the protocol's rules."""
 
+    clock: Callable[[], float] = staticmethod(time.time)
+
+    def _held_open(self) -> set[tuple[int, int]] | None:
+        """(device, inode) of the files a process of the task holds open for writing; None: not known."""
+        return None
+
     # ------------------------------------------------------------------ writing
     def push(self, cutoff: float | None = None, background: bool = False) -> int:
         """Publish the prefix of what changed (rule 2). Returns how many files were published or removed.
@@ -58,9 +65,9 @@ class Publisher(OutputDirectory):
         time the next save may have dropped it. `background`: a round of the loop, which ends after its
         current upload once the loop is told to stop (the final push goes on from there)."""
         in_round = cutoff is None
-        count, blocked_at = self._round(time.time() - QUIET_S if cutoff is None else cutoff, background)
+        count, blocked_at = self._round(self.clock() - QUIET_S if cutoff is None else cutoff, background)
         if in_round and blocked_at is not None and self._settle(blocked_at):
-            more, blocked_at = self._round(time.time() - QUIET_S, background)
+            more, blocked_at = self._round(self.clock() - QUIET_S, background)
             count += more
         self.waiting = blocked_at is not None
         return count
@@ -71,19 +78,26 @@ class Publisher(OutputDirectory):
         self._capped = False
         self._fence()
         present = self._walk()
-        changed = sorted((st.st_mtime_ns, rel) for rel, st in present.items()
+        # mtime order; on a tie (a coarse kernel clock, `cp -p`, `tar x`) the inode, which filesystems give out
+        # in creation order far more often than names sort that way (TensorFlow's `checkpoint` < `ckpt-N`)
+        changed = sorted((st.st_mtime_ns, st.st_ino, rel) for rel, st in present.items()
                          if self._held.get(rel) != Version.of(st))
         grown: list[str] = []
+        open_for_writing = self._held_open() or set()
         taken: list[tuple[str, BinaryIO, Version]] = []
         blocked_at: float | None = None
         complete = True
         count = 0
         with contextlib.ExitStack() as stack:
-            for _, rel in changed:
+            for _, _, rel in changed:
                 st = present[rel]
                 if self._only_grows(rel, st):
                     grown.append(rel)
                     continue
+                if (st.st_dev, st.st_ino) in open_for_writing:  # being written, however quiet it looks
+                    blocked_at = st.st_mtime
+                    complete = False
+                    break
                 if st.st_mtime > cutoff or len(taken) >= MAX_OPEN:
                     blocked_at = st.st_mtime if st.st_mtime > cutoff else None
                     self._capped = blocked_at is None
@@ -167,10 +181,11 @@ class Publisher(OutputDirectory):
         """A local copy of each taken version (rule 3); stops at the first that changed while copied."""
         out: list[Snapshot] = []
         for rel, fh, version in taken:
-            fd, name = tempfile.mkstemp(prefix=f".{os.path.basename(rel)}.tony-part-", dir=self._tmp_dir())
-            snap = Path(name)
+            snap = None
             digest = hashlib.sha256()
             try:
+                fd, name = tempfile.mkstemp(prefix=f".{os.path.basename(rel)}.tony-part-", dir=self._tmp_dir())
+                snap = Path(name)
                 with os.fdopen(fd, "wb") as copy:
                     fh.seek(0)
                     left = version.size
@@ -332,7 +347,7 @@ class Publisher(OutputDirectory):
 
     def _settle(self, mtime: float) -> bool:
         """Wait until a file last changed at `mtime` is quiet; False if stopped meanwhile."""
-        delay = min(QUIET_S, mtime + QUIET_S - time.time())
+        delay = min(QUIET_S, mtime + QUIET_S - self.clock())
         return not self._stop.wait(max(0.0, delay) + 0.01)
 
 

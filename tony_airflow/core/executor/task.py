@@ -308,7 +308,8 @@ class Executor:
         The rule (docs/submitting.md, "What a job's output survives"): a command that exited 0 by itself has
         written everything, so everything is published; after a stop or a failure only what the program closed
         `mirror.settle_s` before the end (under the quiet rule: left unchanged that long), so that what
-        the end tore never replaces the last good copy. A task whose AM is gone publishes nothing: a newer attempt may be writing."""
+        the end tore never replaces the last good copy. A task whose AM is gone publishes nothing: a newer
+        attempt may be writing."""
         if mirror is None:
             return ""
         if self.am_lost.is_set():
