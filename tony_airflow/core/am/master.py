@@ -473,16 +473,18 @@ class ApplicationMaster:
 
     async def _release(self, attempt: int, older: gang.GangView, held: int, wanted: int) -> None:
         """Wait-die: give every container back to YARN and withdraw the requests, for the older gang."""
-        state, keys = self._gang, self._yarn_keys()
+        state, keys, reg = self._gang, self._yarn_keys(), self.registry
         ids = [cid for cid, key in self._container_of.items() if key in keys]
+        # The registry's part first, before any await: a registration during the kills below (YARN may still
+        # allocate to the gang meanwhile) must not complete the gang and publish its spec.
+        reg.release(keys, {reg.tasks[k].yarn_container_id for k in keys})
         for cid in ids:
             try:
                 await asyncio.to_thread(self.app.kill_container, cid)
             except Exception:  # already gone
                 pass
         containers = await asyncio.to_thread(self.app.get_containers, None, list(skein.model.ContainerState))
-        yarn_ids = {c.yarn_container_id for c in containers if c.id in ids and c.yarn_container_id}
-        self.registry.release(keys, yarn_ids)
+        reg.forget_containers({c.yarn_container_id for c in containers if c.id in ids and c.yarn_container_id})
         for cid in ids:
             self._container_of.pop(cid, None)
         state.released, state.releases, state.yielding_to = True, state.releases + 1, older
@@ -497,6 +499,7 @@ class ApplicationMaster:
     async def _ask_again(self, attempt: int) -> None:
         state = self._gang
         keys = self._yarn_keys()
+        self.registry.ask_again(keys)
         await self._request_containers(attempt, keys)
         state.released, state.requested_at = False, time.time()
         self.history.emit(ev.GANG_REQUESTED, attempt=attempt, containers=len(keys), releases=state.releases)

@@ -150,9 +150,29 @@ def test_a_released_task_is_wanted_again_and_its_old_container_is_not_heard():
         assert reg.heartbeat("worker", 1, 1, container_id="c_old_1") == "stop"
         reg.finished("worker", 0, 1, 143, container_id="c_old_0")
         assert not reg.tasks[("worker", 0)].done
+        reg.ask_again([("worker", 0), ("worker", 1)])
         for i in range(2):  # the new containers form the gang
             assert reg.register("worker", i, 1, "h2", 5000 + i, container_id=f"c_new_{i}") is None
         assert reg.spec_published and reg.tasks[("worker", 0)].port == 5000
+    asyncio.run(scenario())
+
+
+def test_a_container_allocated_while_the_release_is_under_way_cannot_complete_the_gang():
+    """The release is one step for the registry, before the AM's first kill (issue 51, item 2): a container
+    YARN hands the gang meanwhile (its id unknown to the release) registers and is refused."""
+    async def scenario() -> None:
+        reg = Registry(make_job("worker:2"), "application_1_0002")
+        reg.new_attempt(1)
+        assert reg.register("worker", 0, 1, "h1", 4000, container_id="c_old_0") is None
+        reg.release([("worker", 0), ("worker", 1)], {"c_old_0"})
+        assert "being given back" in (reg.register("worker", 1, 1, "h1", 4001, container_id="c_late_1") or "")
+        assert "given back" in (reg.register("worker", 0, 1, "h1", 4002, container_id="c_late_0") or "")
+        assert not reg.spec_published
+        assert reg.heartbeat("worker", 1, 1, container_id="c_late_1") == "stop"
+        reg.finished("worker", 1, 1, 1, container_id="c_late_1")  # its exit, refused, is not the task's
+        assert not reg.tasks[("worker", 1)].done
+        reg.forget_containers({"c_late_0", "c_late_1"})
+        reg.release([("worker", 0), ("worker", 1)], set())  # the assertion of a published spec never trips
     asyncio.run(scenario())
 
 

@@ -4,6 +4,12 @@ a FIFO one serves the oldest: both are interleavings here), time passes, each ga
 at any moment and does what `gang.step` says, running gangs finish. Hypothesis plays random
 interleavings of these steps.
 
+Each gang's containers register with a real `Registry` as they are allocated (the gang runs once its spec
+is published). A release is not one step: the AM kills its containers one `kill_container` at a time, and
+meanwhile YARN may still allocate to the gang and those containers may register (`a_kill_completes` ends
+one kill; the release ends after the last). The registry's part of a release is done before the first kill
+(ApplicationMaster._release), so no registration in between can publish the spec of a gang being released.
+
 Invariants:
 - the cluster never hands out more than it has;
 - a gang releases only for an older gang that waits, and only while it holds part of its gang;
@@ -16,13 +22,15 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from tests.unit.core.support import make_job
 from tony_airflow.core.am import gang
+from tony_airflow.core.am.registry import Registry
 
 DRAIN_STEPS = 4000
 
@@ -39,6 +47,14 @@ class Gang:
     releases: int = 0
     running: bool = False
     done: bool = False
+    reg: Registry | None = None
+    containers: dict[int, str] = field(default_factory=dict)  # task index -> its YARN container
+    killing: list[int] | None = None  # a release under way: the tasks whose kill is still to come
+    older: gang.GangView | None = None
+
+    def __post_init__(self) -> None:
+        self.reg = Registry(make_job(f"worker:{self.size}"), f"application_1_{self.number:04d}")
+        self.reg.new_attempt(1)
 
     @property
     def asks(self) -> bool:
@@ -56,6 +72,7 @@ class Cluster(RuleBasedStateMachine):
         self.gangs: list[Gang] = []
         self.now = 0.0
         self.rng = random.Random(0)
+        self.serial = 0
 
     @initialize(capacity=st.integers(2, 12), sizes=st.lists(st.integers(1, 12), min_size=2, max_size=4))
     def submit(self, capacity: int, sizes: list[int]) -> None:
@@ -74,10 +91,39 @@ class Cluster(RuleBasedStateMachine):
         self._allocate(asking[pick % len(asking)])
 
     def _allocate(self, g: Gang) -> None:
+        """YARN hands the gang a container (also while its release is under way: its requests are withdrawn
+        only by the kills); the container's executor registers at once."""
+        index = min(i for i in range(g.size) if i not in g.containers)
+        self.serial += 1
+        cid = g.containers[index] = f"container_1_{g.number:04d}_01_{self.serial:06d}"
         g.held += 1
         g.last_alloc = self.now
-        if g.held == g.size:
+        assert g.reg is not None
+        g.reg.container_allocated(("worker", index), cid)
+        g.reg.register("worker", index, 1, "h", 4000 + self.serial, container_id=cid)  # refused: it ends
+        if g.reg.spec_published:
+            assert g.killing is None, "a gang being released started its tasks"
             g.running = True
+
+    @precondition(lambda self: any(g.killing is not None for g in self.gangs))
+    @rule(pick=st.integers(0, 3))
+    def a_kill_completes(self, pick: int) -> None:
+        releasing = [g for g in self.gangs if g.killing is not None]
+        self._kill_one(releasing[pick % len(releasing)])
+
+    def _kill_one(self, g: Gang) -> None:
+        """One of the AM's awaited kill_container calls returns; after the last, the release ends."""
+        assert g.killing is not None and g.reg is not None
+        if g.killing:
+            index = g.killing.pop(0)
+            if index in g.containers:
+                g.held -= 1
+                del g.containers[index]
+            return
+        g.reg.forget_containers(set(g.containers.values()))  # the ids of the containers killed
+        g.containers.clear()
+        g.held, g.killing, g.released, g.releases = 0, None, True, g.releases + 1
+        g.retry_at = self.now + gang.backoff_s(g.releases, self.rng)
 
     @rule(seconds=st.sampled_from([0.5, 2.0, gang.WATCH_S, gang.PATIENCE_S, 40.0]))
     def time_passes(self, seconds: float) -> None:
@@ -92,11 +138,12 @@ class Cluster(RuleBasedStateMachine):
     @staticmethod
     def _finish(g: Gang) -> None:
         g.running, g.done, g.held = False, True, 0
+        g.containers.clear()
 
     # ------------------------------------------------------------------------------- an AM looks
     @rule(pick=st.integers(0, 3))
     def an_am_looks(self, pick: int) -> None:
-        live = [g for g in self.gangs if not (g.done or g.running)]
+        live = [g for g in self.gangs if not (g.done or g.running or g.killing is not None)]
         if live:
             self._look(live[pick % len(live)])
 
@@ -111,10 +158,12 @@ class Cluster(RuleBasedStateMachine):
             assert 0 < g.held < g.size
             waiting = [x for x in self.gangs if x.asks]
             assert g is not min(waiting, key=lambda x: x.number), "the oldest waiting gang released"
-            g.held, g.released, g.releases = 0, True, g.releases + 1
-            g.retry_at = self.now + gang.backoff_s(g.releases, self.rng)
+            assert g.reg is not None  # ApplicationMaster._release: the registry's step, then the kills
+            g.reg.release([("worker", i) for i in range(g.size)], set(g.containers.values()))
+            g.killing, g.older = list(range(g.size)), older
         elif action == gang.ASK:
-            assert g.released
+            assert g.released and g.reg is not None
+            g.reg.ask_again([("worker", i) for i in range(g.size)])
             g.released, g.requested_at = False, self.now
 
     @invariant()
@@ -131,6 +180,9 @@ class Cluster(RuleBasedStateMachine):
                 return
             for g in [g for g in self.gangs if g.running]:
                 self._finish(g)  # a gang that runs ends (its run time is not the rule's concern)
+            for g in [g for g in self.gangs if g.killing is not None]:
+                while g.killing is not None:
+                    self._kill_one(g)
             asking = [g for g in self.gangs if g.asks]
             while self.free > 0 and asking:  # round robin, one container each, as a fair queue does
                 self._allocate(asking[turn % len(asking)])
@@ -138,7 +190,7 @@ class Cluster(RuleBasedStateMachine):
                 asking = [g for g in self.gangs if g.asks]
             self.now += gang.WATCH_S
             for g in self.gangs:
-                if not (g.done or g.running):
+                if not (g.done or g.running or g.killing is not None):
                     self._look(g)
         stuck = [(g.number, g.size, g.held, g.released) for g in self.gangs if not g.done]
         raise AssertionError(f"deadlock or starvation: gangs {stuck} on a cluster of {self.capacity}")
