@@ -99,10 +99,10 @@ class ApplicationMaster:
         if self.am_attempt > 1:  # the AM before this one was lost: go on with its job
             try:
                 previous = await asyncio.to_thread(self.history.resume, self.job.to_record_json())
+                marked = await asyncio.to_thread(self.history.marked_attempts)
             except HistoryUnreadable as exc:  # never guess: a guess could run an ended job again
                 log.error("%s", exc)
                 return "FAILED", f"tony-airflow: AM attempt {self.am_attempt}: {exc}"
-            marked = await asyncio.to_thread(self.history.marked_attempts)
             self._take_over(previous, container, marked)
             opened = asyncio.create_task(asyncio.sleep(0))
         else:
