@@ -431,6 +431,14 @@ class ApplicationMaster:
                                        spec.vcores_of(missing[0]), spec.node_label))
         return wants
 
+    def _holding(self, keys: list[tuple[str, int]]) -> gang.Holding:
+        """What these tasks' containers hold in all (held ones: what a release gives back; a released gang's
+        all: what it would take again), for the wait-die rule's `could_use`."""
+        specs = [(self.job.tasks[t], i) for t, i in keys]
+        return gang.Holding(frozenset(spec.node_label for spec, _ in specs),
+                            sum(spec.memory_of(i) for spec, i in specs), sum(spec.vcores_of(i) for spec, i in specs),
+                            sum(spec.gpus for spec, _ in specs))
+
     async def _watch_gang(self, attempt: int) -> None:
         """While containers are missing: say why in one line, and apply the wait-die rule (core/am/gang.py)."""
         state, reg = self._gang, self.registry
@@ -444,8 +452,10 @@ class ApplicationMaster:
         keys = self._yarn_keys()
         held = sum(reg.tasks[k].allocated_at is not None for k in keys)
         last = max([reg.tasks[k].allocated_at or 0.0 for k in keys] + [state.requested_at])
+        held_keys = keys if state.released else [k for k in keys if reg.tasks[k].allocated_at is not None]
         action, older = gang.step(view.me, view.gangs, held=held, wanted=len(keys), stalled_s=now - last,
-                                  released=state.released, backoff_over=time.time() >= state.retry_at)
+                                  released=state.released, backoff_over=time.time() >= state.retry_at,
+                                  holding=self._holding(held_keys))
         if action == gang.RELEASE and older is not None:
             await self._release(attempt, older, held, len(keys))
             wants = self._wants()

@@ -61,8 +61,41 @@ def test_the_rm_answer_counts_pending_containers_once_per_request():
     app = {"id": "application_1_0004", "startedTime": 77, "resourceRequests": [
         {"resourceName": "*", "numContainers": 2}, {"resourceName": "host1", "numContainers": 2},
         {"resourceName": "*", "numContainers": 1}]}
-    assert GangView.from_rm(app) == GangView("application_1_0004", 77, 3)
+    assert GangView.from_rm(app) == GangView("application_1_0004", 77, 3, asks=(gang.Ask(),))
     assert GangView.from_rm({"id": "application_1_0005", "startedTime": 1}).pending == 0
+
+
+def test_the_rm_answer_gives_each_gangs_queue_and_what_it_waits_for():
+    gpu = {"resourceInformations": {"resourceInformation": [{"name": "memory-mb", "value": 2048},
+                                                            {"name": "yarn.io/gpu", "value": 1}]}}
+    app = {"id": "application_1_0004", "startedTime": 77, "queue": "ml", "resourceRequests": [
+        {"resourceName": "*", "numContainers": 2, "nodeLabelExpression": "gpu",
+         "capability": {"memory": 2048, "vCores": 2, **gpu}},
+        {"resourceName": "*", "numContainers": 0, "capability": {"memory": 1, "vCores": 1}}]}
+    view = GangView.from_rm(app)
+    assert (view.queue, view.asks) == ("ml", (gang.Ask("gpu", 2048, 2, 1),))
+
+
+def test_a_gang_gives_way_only_to_an_older_gang_that_could_use_what_it_holds():
+    """Issue 51, item 3: not to one in another queue, in a partition it holds nothing of, or waiting for a
+    container bigger than all it holds; what the RM does not say rules nothing out."""
+    me = GangView("application_1_0002", 2, 2, queue="default", asks=(gang.Ask("", 1024, 1),))
+    holding = gang.Holding(frozenset({""}), 4096, 4)
+
+    def older(**kw) -> GangView:
+        return GangView("application_1_0001", 1, 3, **{"queue": "default", "asks": (gang.Ask("", 1024, 1),), **kw})
+
+    def action(other: GangView, released: bool = False) -> str:
+        return gang.step(me, [other, me], held=4, wanted=6, stalled_s=gang.PATIENCE_S, released=released,
+                         backoff_over=True, holding=holding)[0]
+
+    assert action(older()) == RELEASE
+    assert action(older(queue="other")) == KEEP and action(older(queue="other"), released=True) == ASK
+    assert action(older(asks=(gang.Ask("nolabel", 1024, 1),))) == KEEP
+    assert action(older(asks=(gang.Ask("", 8192, 1),))) == KEEP
+    assert action(older(asks=(gang.Ask("", 1024, 1, 1),))) == KEEP  # it waits for GPUs this gang has none of
+    assert action(older(asks=(gang.Ask("nolabel", 1024, 1), gang.Ask("", 512, 1)))) == RELEASE
+    assert action(older(queue="", asks=())) == RELEASE
 
 
 def test_the_back_off_is_random_grows_and_has_a_ceiling():

@@ -16,6 +16,9 @@ Invariants:
 - the oldest waiting gang never releases;
 - from every state reached, the cluster with a fair scheduler (round robin over the gangs that ask)
   and AMs looking every few seconds runs every gang to its end: nobody deadlocks, nobody starves.
+
+Some gangs may be ones the cluster can never serve (issue 51, item 3): in another queue, or asking for a
+node label no node has; they wait for ever, and the others never give way to them: every other gang ends.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ DRAIN_STEPS = 4000
 class Gang:
     number: int        # its age: smaller is older (its application's submission)
     size: int
+    elsewhere: str = ""  # "queue": in another queue; "label": asks for a node label no node has
     held: int = 0
     released: bool = False
     requested_at: float = 0.0
@@ -60,9 +64,19 @@ class Gang:
     def asks(self) -> bool:
         return not (self.released or self.running or self.done) and self.held < self.size
 
+    @property
+    def servable(self) -> bool:
+        return not self.elsewhere
+
     def view(self) -> gang.GangView:
-        return gang.GangView(f"application_1_{self.number:04d}", 1000 + self.number,
-                             self.size - self.held if self.asks else 0)
+        pending = self.size - self.held if self.asks else 0
+        label = "nolabel" if self.elsewhere == "label" else ""
+        return gang.GangView(f"application_1_{self.number:04d}", 1000 + self.number, pending,
+                             queue="other" if self.elsewhere == "queue" else "default",
+                             asks=(gang.Ask(label, 1024, 1),) if pending else ())
+
+    def holding(self, count: int) -> gang.Holding:
+        return gang.Holding(frozenset({""}), 1024 * count, count)
 
 
 class Cluster(RuleBasedStateMachine):
@@ -74,20 +88,22 @@ class Cluster(RuleBasedStateMachine):
         self.rng = random.Random(0)
         self.serial = 0
 
-    @initialize(capacity=st.integers(2, 12), sizes=st.lists(st.integers(1, 12), min_size=2, max_size=4))
-    def submit(self, capacity: int, sizes: list[int]) -> None:
+    @initialize(capacity=st.integers(2, 12), sizes=st.lists(st.integers(1, 12), min_size=2, max_size=4),
+                elsewhere=st.lists(st.sampled_from(["", "", "queue", "label"]), min_size=4, max_size=4))
+    def submit(self, capacity: int, sizes: list[int], elsewhere: list[str]) -> None:
         self.capacity = capacity
-        self.gangs = [Gang(i + 1, min(size, capacity)) for i, size in enumerate(sizes)]  # bigger: refused
+        self.gangs = [Gang(i + 1, min(size, capacity), elsewhere[i])  # bigger: refused
+                      for i, size in enumerate(sizes)]
 
     @property
     def free(self) -> int:
         return self.capacity - sum(g.held for g in self.gangs)
 
     # ------------------------------------------------------------------ the scheduler, time, the tasks
-    @precondition(lambda self: self.free > 0 and any(g.asks for g in self.gangs))
+    @precondition(lambda self: self.free > 0 and any(g.asks and g.servable for g in self.gangs))
     @rule(pick=st.integers(0, 3))
     def allocate(self, pick: int) -> None:
-        asking = [g for g in self.gangs if g.asks]
+        asking = [g for g in self.gangs if g.asks and g.servable]  # this cluster's queue and partition only
         self._allocate(asking[pick % len(asking)])
 
     def _allocate(self, g: Gang) -> None:
@@ -143,7 +159,7 @@ class Cluster(RuleBasedStateMachine):
     # ------------------------------------------------------------------------------- an AM looks
     @rule(pick=st.integers(0, 3))
     def an_am_looks(self, pick: int) -> None:
-        live = [g for g in self.gangs if not (g.done or g.running or g.killing is not None)]
+        live = [g for g in self.gangs if g.servable and not (g.done or g.running or g.killing is not None)]
         if live:
             self._look(live[pick % len(live)])
 
@@ -152,11 +168,12 @@ class Cluster(RuleBasedStateMachine):
         me = g.view()
         action, older = gang.step(me, views, held=g.held, wanted=g.size,
                                   stalled_s=self.now - max(g.last_alloc, g.requested_at), released=g.released,
-                                  backoff_over=self.now >= g.retry_at)
+                                  backoff_over=self.now >= g.retry_at,
+                                  holding=g.holding(g.size if g.released else g.held))
         if action == gang.RELEASE:
             assert older is not None and older.age < me.age and older.pending > 0, (older, me)
             assert 0 < g.held < g.size
-            waiting = [x for x in self.gangs if x.asks]
+            waiting = [x for x in self.gangs if x.asks and x.servable]
             assert g is not min(waiting, key=lambda x: x.number), "the oldest waiting gang released"
             assert g.reg is not None  # ApplicationMaster._release: the registry's step, then the kills
             g.reg.release([("worker", i) for i in range(g.size)], set(g.containers.values()))
@@ -176,23 +193,23 @@ class Cluster(RuleBasedStateMachine):
             return
         turn = 0
         for _ in range(DRAIN_STEPS):
-            if all(g.done for g in self.gangs):
+            if all(g.done for g in self.gangs if g.servable):
                 return
             for g in [g for g in self.gangs if g.running]:
                 self._finish(g)  # a gang that runs ends (its run time is not the rule's concern)
             for g in [g for g in self.gangs if g.killing is not None]:
                 while g.killing is not None:
                     self._kill_one(g)
-            asking = [g for g in self.gangs if g.asks]
+            asking = [g for g in self.gangs if g.asks and g.servable]
             while self.free > 0 and asking:  # round robin, one container each, as a fair queue does
                 self._allocate(asking[turn % len(asking)])
                 turn += 1
-                asking = [g for g in self.gangs if g.asks]
+                asking = [g for g in self.gangs if g.asks and g.servable]
             self.now += gang.WATCH_S
             for g in self.gangs:
-                if not (g.done or g.running or g.killing is not None):
+                if g.servable and not (g.done or g.running or g.killing is not None):
                     self._look(g)
-        stuck = [(g.number, g.size, g.held, g.released) for g in self.gangs if not g.done]
+        stuck = [(g.number, g.size, g.held, g.released) for g in self.gangs if g.servable and not g.done]
         raise AssertionError(f"deadlock or starvation: gangs {stuck} on a cluster of {self.capacity}")
 
 
