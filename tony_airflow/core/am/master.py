@@ -645,7 +645,12 @@ class ApplicationMaster:
         loop = asyncio.get_running_loop()
         log.info("new HDFS delegation tokens will come from the keytab of %s", principal)
         return TokenRenewal(lambda: obtain_hdfs_token(conf, login),
-                            lambda token: loop.call_soon_threadsafe(self._use_token, token)).start()
+                            lambda token: loop.call_soon_threadsafe(self._use_token, token),
+                            on_failure=lambda reason: loop.call_soon_threadsafe(self._token_failed, reason)).start()
+
+    def _token_failed(self, reason: str) -> None:
+        """New tokens from the keytab fail (said once per run of failures): the job page says it too."""
+        self.history.emit(ev.TOKEN_RENEWAL_FAILED, kind="HDFS_DELEGATION_TOKEN", reason=reason)
 
     def _use_token(self, token: ObtainedToken) -> None:
         from tony_airflow.yarn.hdfs import use_hdfs_token

@@ -43,6 +43,7 @@ ATTEMPT_ENDED = "ATTEMPT_ENDED"
 WORKER_LOST = "WORKER_LOST"          # an elastic job's worker container was lost; one replacement was asked for
 WORKER_REPLACED = "WORKER_REPLACED"  # ... and it runs: the others kept theirs (core/am/elastic.py)
 TOKEN_OBTAINED = "TOKEN_OBTAINED"  # a new HDFS delegation token from the job's keytab (core/am/token_renewal.py)
+TOKEN_RENEWAL_FAILED = "TOKEN_RENEWAL_FAILED"  # new HDFS tokens from the keytab fail (said once per run of failures)
 TOKENS = "TOKENS"  # the job's HDFS delegation token: YARN renews it only up to its max lifetime (the job's HDFS ends then)
 JOB_FINISHED = "JOB_FINISHED"
 

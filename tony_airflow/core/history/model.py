@@ -139,6 +139,9 @@ class JobHistory:
                 self.tokens[-1] = line
             else:
                 self.tokens.append(line)
+        elif kind == ev.TOKEN_RENEWAL_FAILED:
+            self.tokens.append(f"new HDFS tokens from the keytab fail since {_utc(e['time'])} (tried again less "
+                               f"and less often; the job goes on with the tokens it has): {e.get('reason', '')}")
         elif kind == ev.ATTEMPT_STARTED:
             attempt = Attempt(int(e["attempt"]), at)
             attempt.tasks = {t: TaskRun(t, attempt.number) for t in e.get("tasks", [])}
