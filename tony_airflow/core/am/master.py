@@ -103,7 +103,10 @@ class ApplicationMaster:
             except HistoryUnreadable as exc:  # never guess: a guess could run an ended job again
                 log.error("%s", exc)
                 return "FAILED", f"tony-airflow: AM attempt {self.am_attempt}: {exc}"
-            self._take_over(previous, container, marked)
+            killed = None
+            if any(e["event"] == ev.JOB_FINISHED and e.get("stopped_by") for e in previous) and self.yarn is not None:
+                killed = await asyncio.to_thread(self.yarn.killed)  # the lost AM's SIGTERM: a kill, or its node?
+            self._take_over(previous, container, marked, killed=killed)
             opened = asyncio.create_task(asyncio.sleep(0))
         else:
             submitted = float(os.environ.get(SUBMITTED_AT_ENV) or self.started)
@@ -204,7 +207,8 @@ class ApplicationMaster:
             log.warning("could not add TensorBoard to the web UI: %s", exc)
         log.info("TensorBoard served at %s, linked as pages/tensorboard/ of the tracking URL", url)
 
-    def _take_over(self, previous: list[dict[str, Any]], container: str, marked: list[int] | None = None) -> None:
+    def _take_over(self, previous: list[dict[str, Any]], container: str, marked: list[int] | None = None,
+                   killed: bool | None = None) -> None:
         """A new YARN application attempt: the AM before this one was lost (YARN has ended its containers).
         Record that, end the training attempt it was running (not counted: the AM's loss is not the
         job's fault, within max_free_retries) and go on with the next one, from the output's checkpoints.
@@ -213,16 +217,34 @@ class ApplicationMaster:
         AM was lost between closing its log and telling YARN) is not run again: this AM unregisters with
         that outcome. The attempt number goes above every attempt the lost AM began: the history's, the
         durable marks written before each attempt (`marked`), and attempt 1 (skein's AM starts it with the
-        application), so no two attempts ever share a number, nor the output's writer mark."""
+        application), so no two attempts ever share a number, nor the output's writer mark.
+
+        A JOB_FINISHED the lost AM wrote because it was stopped by SIGTERM is not an end by itself: its
+        NodeManager going away (decommissioned, restarted, the AM expired) sends SIGTERM too, and YARN then
+        starts this attempt, which it never does after a user's kill. Unless the RM says the application
+        was killed (`killed`: True; None when the RM could not be read, where this attempt's existence is
+        the proof), the job goes on as after any lost AM; killed, this AM ends it KILLED without
+        unregistering (YARN is ending it). Taking every JOB_FINISHED as final made the new AM exit 143
+        without unregistering, until YARN ran out of AM attempts and the job FAILED (issue 51)."""
         ams = [e for e in previous if e["event"] == ev.AM_STARTED]
         last = ams[-1] if ams else {}
         lost, lost_host = int(last.get("am_attempt") or self.am_attempt - 1), str(last.get("host") or "?")
-        self.history.emit(ev.AM_LOST, am_attempt=lost, host=lost_host, container_id=last.get("container_id", ""))
+        recorded = [e for e in previous if e["event"] == ev.JOB_FINISHED]
+        stopped = bool(recorded) and recorded[-1].get("stopped_by") == "SIGTERM" and killed is not True
+        if stopped:  # the lost AM's JOB_FINISHED (and its abandoned tasks) were its node's doing, not a kill
+            recorded = []
+        resumed: dict[str, Any] = {"resumed": "SIGTERM"} if stopped else {}
+        self.history.emit(ev.AM_LOST, am_attempt=lost, host=lost_host, container_id=last.get("container_id", ""),
+                          **resumed)
         self.history.emit(ev.AM_STARTED, at=self.started, host=self.host, container_id=container,
                           am_attempt=self.am_attempt)
         if ams:
             self.started = float(ams[0]["time"])  # the application's age counts from its first AM
-        recorded = [e for e in previous if e["event"] == ev.JOB_FINISHED]
+        if stopped:
+            log.warning("AM attempt %d: AM attempt %d was stopped by SIGTERM and recorded the job KILLED, but the "
+                        "RM %s: its node went away, the job goes on", self.am_attempt, lost,
+                        "could not be read (this new attempt is the proof it was not killed)" if killed is None
+                        else "says the application still runs")
         if recorded:
             self.ended = (str(recorded[-1].get("status") or "FAILED"), str(recorded[-1].get("diagnostics") or ""))
             self.end_recorded = True

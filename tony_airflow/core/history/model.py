@@ -124,7 +124,10 @@ class JobHistory:
             self.started_at = self.started_at or at
             self.am_attempts += 1
         elif kind == ev.AM_LOST:
-            self.am_lost.append(f"AM attempt {e.get('am_attempt', '?')} lost on host {e.get('host') or '?'}")
+            stopped = " (stopped by SIGTERM: its node went away; the job went on)" if e.get("resumed") else ""
+            self.am_lost.append(f"AM attempt {e.get('am_attempt', '?')} lost on host {e.get('host') or '?'}{stopped}")
+            if e.get("resumed"):  # the lost AM's JOB_FINISHED KILLED was its node's doing: the job goes on
+                self.status, self.finished_at, self.diagnostics, self.stopped_by = RUNNING, None, "", ""
         elif kind == ev.TOKENS:
             until = _utc(e.get("renewable_until"))
             then = ("new ones come from the job's keytab before then" if e.get("keytab") else
