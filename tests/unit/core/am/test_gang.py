@@ -300,3 +300,42 @@ def test_an_rm_that_cannot_be_read_is_not_asked_again_for_a_while():
     now[0] += 2
     view.read()
     assert Refusing.calls == 2
+
+
+def test_registrations_while_the_am_kills_its_released_containers_never_start_the_gang(monkeypatch):
+    """Issue 51, item 2, through the AM: between two awaited kills YARN allocates the gang's last container and
+    all three executors register; the gang must not start (the AM failed the job on Registry.release's
+    assertion, the spec already out), and the release goes on to its end."""
+    monkeypatch.setattr(gang, "backoff_s", lambda n, rng=None: 0.0)
+    app = GangApp()
+    am = ApplicationMaster(make_job("worker:3"), SECRET, app=app, app_id=ME.app_id, host="h",
+                           yarn=FixedView(ClusterView(me=ME, gangs=[OLD, ME])))  # type: ignore[arg-type]
+    answers: list[str | None] = []
+
+    def kill_then_register(cid):
+        GangApp.kill_container(app, cid)
+        if len(app.killed) == 1:  # meanwhile: the last container arrives and every executor registers
+            last = next(c for c, s in app.state.items() if s == "REQUESTED")
+            app.allocate(last)
+            for c, (type_, index) in am._container_of.items():
+                answers.append(am.registry.register(type_, index, 2, "h", 4000 + index,
+                                                    container_id=app.yarn.get(c, "")))
+
+    app.kill_container = kill_then_register  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        am.registry.new_attempt(2)
+        am._gang.requested_at = 0.0
+        await am._request_containers(2)
+        first = list(am._container_of)
+        app.allocate(first[0])
+        app.allocate(first[1])
+        await am._poll_containers()
+        for task in am.registry.tasks.values():
+            task.allocated_at = task.allocated_at and task.allocated_at - gang.PATIENCE_S
+        await am._watch_gang(2)
+
+    asyncio.run(scenario())
+    assert len(answers) == 3 and all(answers), answers  # each refused
+    assert not am.registry.spec_published and am._gang.released and len(app.killed) == 3
+    assert all(am.registry.is_released(y) for y in app.yarn.values())
