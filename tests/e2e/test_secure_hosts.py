@@ -423,6 +423,48 @@ def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(sec
     record("3 secure HA hosts: AM's host rejoined after", rejoin(cluster, rm, am_host))
 
 
+def test_an_am_whose_nodemanager_is_stopped_is_followed_by_a_second_am_that_finishes_the_job(secure_cluster,
+                                                                                            secure_rm):
+    """Issue 51, item 1: the AM's NodeManager is stopped (SIGTERM, as a decommission or an NM restart does) mid-job.
+    The NM stops its containers with SIGTERM: the AM records JOB_FINISHED KILLED (`stopped_by` SIGTERM) and closes
+    its log in the 250 ms before SIGKILL. YARN starts AM attempt 2 — no user killed the application — and that
+    AM goes on with the job (it took the recorded KILLED as final, exited 143 and the job ended FAILED): the job
+    SUCCEEDS on AM attempt 2, resumed from its checkpoint."""
+    cluster, rm = secure_cluster, secure_rm
+    out, name = "/tmp/e2e/multihost-am-nm-stopped", "multihost-am-nm-stopped"
+    if webhdfs().exists(out):
+        webhdfs().rm(out, recursive=True)
+    submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", name, "--max-attempts", "1",
+                     TRAIN_TO_LOSE)
+    app_id = _app_id(submit)
+    _, am_host = _hosts_of(cluster, app_id, submit)
+    _wait_for_checkpoint(out, submit)
+    nodemanager = next(cluster.pid(d) for d in cluster.daemons if d.name == f"nodemanager-{am_host.name}")
+    assert nodemanager
+    os.kill(nodemanager, signal.SIGTERM)  # a graceful stop: its containers get SIGTERM, then SIGKILL
+    stopped_at = time.time()
+    try:
+        _, stderr = _finish(submit)
+    finally:
+        cluster.up(log=lambda *_: None)
+        rejoin(cluster, rm, am_host)  # the tests after this one need the host
+    events = _events(app_id)
+    ams = [(e["am_attempt"], e["host"]) for e in events if e["event"] == "AM_STARTED"]
+    recorded_killed = [e for e in events if e["event"] == "JOB_FINISHED" and e.get("stopped_by") == "SIGTERM"]
+    assert submit.returncode == 0, (stderr[-2000:], ams, recorded_killed)
+    diagnostics = rm.application(app_id).diagnostics
+    assert "SUCCEEDED on attempt 2/2" in diagnostics and "(not counted: AM lost)" in diagnostics, diagnostics
+    assert [a for a, _ in ams] == [1, 2] and ams[0][1] == am_host.address, ams
+    assert events[-1]["event"] == "JOB_FINISHED" and events[-1]["status"] == "SUCCEEDED", events[-3:]
+    metrics = _metrics(out)
+    assert metrics["attempt"] == 2 and metrics["resumed"] is True, metrics
+    lost = [e for e in events if e["event"] == "AM_LOST"]
+    # the stopped AM had the time to say KILLED (the case of the issue), and the new AM did not take it as the end
+    assert recorded_killed and lost[-1].get("resumed") == "SIGTERM", (recorded_killed, lost)
+    second_am = next(e["time"] for e in events if e["event"] == "AM_STARTED" and e["am_attempt"] == 2)
+    record("3 secure HA hosts: AM's NodeManager stopped -> AM attempt 2 started", second_am - stopped_at)
+
+
 def test_a_lost_am_host_is_survived_by_a_trainer_that_writes_data_index_then_a_pointer(secure_cluster, secure_rm):
     """Found as a new user would (issue #40 item 11): a trainer without TensorFlow saves data, index, then a
     pointer by rename; the AM's host was killed mid-job and every retry found the pointer naming a file

@@ -69,14 +69,19 @@ class Replacements:
              now: float) -> tuple[list[tuple[str, str]], list[tuple[tuple[str, int], str]]]:
         """One look at the attempt's tasks: the replacements that started since the last look (task id, line), and
         the lost workers to replace now (key, lost line; counted as asked). A replacement that started and
-        was lost again between two looks is both (the model-checked test found it)."""
+        was lost again between two looks is both (the model-checked test found it); one lost before it registered
+        is asked for again, its wait timed anew (issue 51: it was never asked again, and the attempt failed with
+        "YARN allocated none" timed from the lost one's request)."""
         started: list[tuple[str, str]] = []
         lost: list[tuple[tuple[str, int], str]] = []
         for key, task in tasks.items():
             if task.id in self.pending:
-                if task.started_at is None:
-                    continue
-                started.append((task.id, self.started(task.id, task.host, task.yarn_container_id, now)))
+                if task.started_at is None and not task.done:
+                    continue  # still coming
+                if task.started_at is None:  # lost before it registered: asked for again below, timed from now
+                    del self.pending[task.id]
+                else:
+                    started.append((task.id, self.started(task.id, task.host, task.yarn_container_id, now)))
             if replaceable(job, task, self.count):
                 line = lost_line(task.id, task.host, task.yarn_container_id, task.exit_code)
                 self.asked(task.id, line, now)

@@ -8,9 +8,10 @@ wait-die, over what the ResourceManager's REST answer shows of the cluster's gan
   gang that gives way is never starved: it only becomes older than everything submitted after it;
 - the oldest gang still waiting for containers keeps what it holds and waits;
 - a younger gang that holds part of its containers, has got none for `PATIENCE_S`, while an older gang
-  waits for containers, releases everything it holds and withdraws its requests (no task has started:
-  the cluster spec is published only when the whole gang registered); it asks again once no older
-  gang waits and its back-off (random, growing with each release) is over.
+  that could use them waits for containers (the same queue, a partition and a size it holds: `could_use`;
+  a gang nothing could serve is no reason to give way), releases everything it holds and withdraws its
+  requests (no task has started: the cluster spec is published only when the whole gang registered); it
+  asks again once no older gang waits and its back-off (random, growing with each release) is over.
 
 Releases are not failed attempts: they cost no retry. A gang that holds nothing, or everything, or is
 the oldest waiting, never releases, so on a FIFO queue (the oldest is served first) nothing changes.
@@ -35,12 +36,34 @@ WATCH_S = 5.0                   # how often a waiting AM reads the ResourceManag
 
 
 @dataclass(frozen=True)
+class Ask:
+    """One of a gang's pending requests: in which partition (node label, "" the default) and how big."""
+
+    label: str = ""
+    memory_mb: int = 0
+    vcores: int = 0
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What a gang would give back (or, released, take again): its partitions and its resources in all."""
+
+    labels: frozenset[str]
+    memory_mb: int
+    vcores: int
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
 class GangView:
     """What the rule reads of one application in the RM's answer."""
 
     app_id: str
     started_ms: int
     pending: int = 0  # containers it asks for and does not hold yet (its resourceRequests)
+    queue: str = ""   # its leaf queue ("" : not known)
+    asks: tuple[Ask, ...] = ()  # its pending requests, one per size and partition (() : not known)
 
     @property
     def age(self) -> tuple[int, int, str]:
@@ -50,15 +73,42 @@ class GangView:
 
     @classmethod
     def from_rm(cls, app: Mapping[str, Any]) -> GangView:
-        requests = app.get("resourceRequests") or []
-        pending = sum(int(r.get("numContainers") or 0) for r in requests
-                      if r.get("resourceName", "*") == "*")  # YARN repeats a request per rack/host: count "*"
-        return cls(str(app.get("id", "")), int(app.get("startedTime") or 0), pending)
+        requests = [r for r in app.get("resourceRequests") or []
+                    if r.get("resourceName", "*") == "*"]  # YARN repeats a request per rack/host: count "*"
+        pending = sum(int(r.get("numContainers") or 0) for r in requests)
+        asks = tuple(dict.fromkeys(_ask(r) for r in requests if int(r.get("numContainers") or 0) > 0))
+        return cls(str(app.get("id", "")), int(app.get("startedTime") or 0), pending,
+                   queue=str(app.get("queue") or ""), asks=asks)
 
 
-def older_waiting(me: GangView, gangs: Iterable[GangView]) -> GangView | None:
-    """The oldest gang older than `me` that still waits for containers, if any."""
-    waiting = [g for g in gangs if g.app_id != me.app_id and g.pending > 0 and g.age < me.age]
+def _ask(request: Mapping[str, Any]) -> Ask:
+    """An RM ResourceRequestInfo: its partition and its container's size (memory, vCores, yarn.io/gpu)."""
+    capability = request.get("capability") or {}
+    infos = ((capability.get("resourceInformations") or {}).get("resourceInformation") or [])
+    gpus = sum(int(i.get("value") or 0) for i in infos if i.get("name") == "yarn.io/gpu")
+    label = request.get("nodeLabelExpression") or ""
+    return Ask(label.strip(), int(capability.get("memory") or capability.get("memorySize") or 0),
+               int(capability.get("vCores") or capability.get("virtualCores") or 0), gpus)
+
+
+def could_use(older: GangView, me: GangView, holding: Holding | None) -> bool:
+    """Whether what `me` gives back (`holding`; released: what it would take again) could serve `older`:
+    the same queue, and a container `older` waits for in a partition `me` holds and no bigger than all it
+    holds. Yielding to any older gang (issue 51) released a gang for one in another queue, or asking for a
+    node label no node has, and kept it released until its allocation timeout: it FAILED. What the RM
+    does not say (no queue, no requests; `holding` None) does not rule a gang out."""
+    if older.queue and me.queue and older.queue != me.queue:
+        return False
+    if not older.asks or holding is None:
+        return True
+    return any(a.label in holding.labels and a.memory_mb <= holding.memory_mb and a.vcores <= holding.vcores
+               and a.gpus <= holding.gpus for a in older.asks)
+
+
+def older_waiting(me: GangView, gangs: Iterable[GangView], holding: Holding | None = None) -> GangView | None:
+    """The oldest gang older than `me` that still waits for containers and could use what `me` holds, if any."""
+    waiting = [g for g in gangs if g.app_id != me.app_id and g.pending > 0 and g.age < me.age
+               and could_use(g, me, holding)]
     return min(waiting, key=lambda g: g.age, default=None)
 
 
@@ -68,14 +118,15 @@ ASK = "ask"          # a released gang asks again
 
 
 def step(me: GangView | None, gangs: Iterable[GangView], *, held: int, wanted: int, stalled_s: float,
-         released: bool, backoff_over: bool) -> tuple[str, GangView | None]:
+         released: bool, backoff_over: bool, holding: Holding | None = None) -> tuple[str, GangView | None]:
     """The wait-die rule for one look at the RM: what the gang does now, and the older gang in its way.
 
     KEEP: hold what it has and wait (or, released, keep waiting); RELEASE: give everything back for the
-    older gang returned; ASK: a released gang asks for its containers again. `me` None (the RM could not
+    older gang returned; ASK: a released gang asks for its containers again. Only an older gang that could
+    use what this one holds (`could_use`) counts. `me` None (the RM could not
     be read, or does not list this gang yet): a holding gang keeps, a released one asks after its back-off.
     """
-    older = older_waiting(me, gangs) if me is not None else None
+    older = older_waiting(me, gangs, holding) if me is not None else None
     if released:
         return (ASK, None) if older is None and backoff_over else (KEEP, older)
     if me is None or held <= 0 or held >= wanted or stalled_s < PATIENCE_S:

@@ -99,11 +99,14 @@ class ApplicationMaster:
         if self.am_attempt > 1:  # the AM before this one was lost: go on with its job
             try:
                 previous = await asyncio.to_thread(self.history.resume, self.job.to_record_json())
+                marked = await asyncio.to_thread(self.history.marked_attempts)
             except HistoryUnreadable as exc:  # never guess: a guess could run an ended job again
                 log.error("%s", exc)
                 return "FAILED", f"tony-airflow: AM attempt {self.am_attempt}: {exc}"
-            marked = await asyncio.to_thread(self.history.marked_attempts)
-            self._take_over(previous, container, marked)
+            killed = None
+            if any(e["event"] == ev.JOB_FINISHED and e.get("stopped_by") for e in previous) and self.yarn is not None:
+                killed = await asyncio.to_thread(self.yarn.killed)  # the lost AM's SIGTERM: a kill, or its node?
+            self._take_over(previous, container, marked, killed=killed)
             opened = asyncio.create_task(asyncio.sleep(0))
         else:
             submitted = float(os.environ.get(SUBMITTED_AT_ENV) or self.started)
@@ -204,7 +207,8 @@ class ApplicationMaster:
             log.warning("could not add TensorBoard to the web UI: %s", exc)
         log.info("TensorBoard served at %s, linked as pages/tensorboard/ of the tracking URL", url)
 
-    def _take_over(self, previous: list[dict[str, Any]], container: str, marked: list[int] | None = None) -> None:
+    def _take_over(self, previous: list[dict[str, Any]], container: str, marked: list[int] | None = None,
+                   killed: bool | None = None) -> None:
         """A new YARN application attempt: the AM before this one was lost (YARN has ended its containers).
         Record that, end the training attempt it was running (not counted: the AM's loss is not the
         job's fault, within max_free_retries) and go on with the next one, from the output's checkpoints.
@@ -213,16 +217,34 @@ class ApplicationMaster:
         AM was lost between closing its log and telling YARN) is not run again: this AM unregisters with
         that outcome. The attempt number goes above every attempt the lost AM began: the history's, the
         durable marks written before each attempt (`marked`), and attempt 1 (skein's AM starts it with the
-        application), so no two attempts ever share a number, nor the output's writer mark."""
+        application), so no two attempts ever share a number, nor the output's writer mark.
+
+        A JOB_FINISHED the lost AM wrote because it was stopped by SIGTERM is not an end by itself: its
+        NodeManager going away (decommissioned, restarted, the AM expired) sends SIGTERM too, and YARN then
+        starts this attempt, which it never does after a user's kill. Unless the RM says the application
+        was killed (`killed`: True; None when the RM could not be read, where this attempt's existence is
+        the proof), the job goes on as after any lost AM; killed, this AM ends it KILLED without
+        unregistering (YARN is ending it). Taking every JOB_FINISHED as final made the new AM exit 143
+        without unregistering, until YARN ran out of AM attempts and the job FAILED (issue 51)."""
         ams = [e for e in previous if e["event"] == ev.AM_STARTED]
         last = ams[-1] if ams else {}
         lost, lost_host = int(last.get("am_attempt") or self.am_attempt - 1), str(last.get("host") or "?")
-        self.history.emit(ev.AM_LOST, am_attempt=lost, host=lost_host, container_id=last.get("container_id", ""))
+        recorded = [e for e in previous if e["event"] == ev.JOB_FINISHED]
+        stopped = bool(recorded) and recorded[-1].get("stopped_by") == "SIGTERM" and killed is not True
+        if stopped:  # the lost AM's JOB_FINISHED (and its abandoned tasks) were its node's doing, not a kill
+            recorded = []
+        resumed: dict[str, Any] = {"resumed": "SIGTERM"} if stopped else {}
+        self.history.emit(ev.AM_LOST, am_attempt=lost, host=lost_host, container_id=last.get("container_id", ""),
+                          **resumed)
         self.history.emit(ev.AM_STARTED, at=self.started, host=self.host, container_id=container,
                           am_attempt=self.am_attempt)
         if ams:
             self.started = float(ams[0]["time"])  # the application's age counts from its first AM
-        recorded = [e for e in previous if e["event"] == ev.JOB_FINISHED]
+        if stopped:
+            log.warning("AM attempt %d: AM attempt %d was stopped by SIGTERM and recorded the job KILLED, but the "
+                        "RM %s: its node went away, the job goes on", self.am_attempt, lost,
+                        "could not be read (this new attempt is the proof it was not killed)" if killed is None
+                        else "says the application still runs")
         if recorded:
             self.ended = (str(recorded[-1].get("status") or "FAILED"), str(recorded[-1].get("diagnostics") or ""))
             self.end_recorded = True
@@ -431,6 +453,14 @@ class ApplicationMaster:
                                        spec.vcores_of(missing[0]), spec.node_label))
         return wants
 
+    def _holding(self, keys: list[tuple[str, int]]) -> gang.Holding:
+        """What these tasks' containers hold in all (held ones: what a release gives back; a released gang's
+        all: what it would take again), for the wait-die rule's `could_use`."""
+        specs = [(self.job.tasks[t], i) for t, i in keys]
+        return gang.Holding(frozenset(spec.node_label for spec, _ in specs),
+                            sum(spec.memory_of(i) for spec, i in specs), sum(spec.vcores_of(i) for spec, i in specs),
+                            sum(spec.gpus for spec, _ in specs))
+
     async def _watch_gang(self, attempt: int) -> None:
         """While containers are missing: say why in one line, and apply the wait-die rule (core/am/gang.py)."""
         state, reg = self._gang, self.registry
@@ -444,8 +474,10 @@ class ApplicationMaster:
         keys = self._yarn_keys()
         held = sum(reg.tasks[k].allocated_at is not None for k in keys)
         last = max([reg.tasks[k].allocated_at or 0.0 for k in keys] + [state.requested_at])
+        held_keys = keys if state.released else [k for k in keys if reg.tasks[k].allocated_at is not None]
         action, older = gang.step(view.me, view.gangs, held=held, wanted=len(keys), stalled_s=now - last,
-                                  released=state.released, backoff_over=time.time() >= state.retry_at)
+                                  released=state.released, backoff_over=time.time() >= state.retry_at,
+                                  holding=self._holding(held_keys))
         if action == gang.RELEASE and older is not None:
             await self._release(attempt, older, held, len(keys))
             wants = self._wants()
@@ -473,16 +505,18 @@ class ApplicationMaster:
 
     async def _release(self, attempt: int, older: gang.GangView, held: int, wanted: int) -> None:
         """Wait-die: give every container back to YARN and withdraw the requests, for the older gang."""
-        state, keys = self._gang, self._yarn_keys()
+        state, keys, reg = self._gang, self._yarn_keys(), self.registry
         ids = [cid for cid, key in self._container_of.items() if key in keys]
+        # The registry's part first, before any await: a registration during the kills below (YARN may still
+        # allocate to the gang meanwhile) must not complete the gang and publish its spec.
+        reg.release(keys, {reg.tasks[k].yarn_container_id for k in keys})
         for cid in ids:
             try:
                 await asyncio.to_thread(self.app.kill_container, cid)
             except Exception:  # already gone
                 pass
         containers = await asyncio.to_thread(self.app.get_containers, None, list(skein.model.ContainerState))
-        yarn_ids = {c.yarn_container_id for c in containers if c.id in ids and c.yarn_container_id}
-        self.registry.release(keys, yarn_ids)
+        reg.forget_containers({c.yarn_container_id for c in containers if c.id in ids and c.yarn_container_id})
         for cid in ids:
             self._container_of.pop(cid, None)
         state.released, state.releases, state.yielding_to = True, state.releases + 1, older
@@ -497,6 +531,7 @@ class ApplicationMaster:
     async def _ask_again(self, attempt: int) -> None:
         state = self._gang
         keys = self._yarn_keys()
+        self.registry.ask_again(keys)
         await self._request_containers(attempt, keys)
         state.released, state.requested_at = False, time.time()
         self.history.emit(ev.GANG_REQUESTED, attempt=attempt, containers=len(keys), releases=state.releases)
@@ -632,7 +667,12 @@ class ApplicationMaster:
         loop = asyncio.get_running_loop()
         log.info("new HDFS delegation tokens will come from the keytab of %s", principal)
         return TokenRenewal(lambda: obtain_hdfs_token(conf, login),
-                            lambda token: loop.call_soon_threadsafe(self._use_token, token)).start()
+                            lambda token: loop.call_soon_threadsafe(self._use_token, token),
+                            on_failure=lambda reason: loop.call_soon_threadsafe(self._token_failed, reason)).start()
+
+    def _token_failed(self, reason: str) -> None:
+        """New tokens from the keytab fail (said once per run of failures): the job page says it too."""
+        self.history.emit(ev.TOKEN_RENEWAL_FAILED, kind="HDFS_DELEGATION_TOKEN", reason=reason)
 
     def _use_token(self, token: ObtainedToken) -> None:
         from tony_airflow.yarn.hdfs import use_hdfs_token

@@ -83,6 +83,7 @@ class Registry:
         self.changed = asyncio.Event()
         self._gpus_in_use: dict[str, set[int]] = {}
         self._released: set[str] = set()  # YARN containers the gang gave back: their messages are stale
+        self._withdrawn: set[tuple[str, int]] = set()  # tasks a gang released and has not asked for again
         self.waiting = ""                 # why the gang waits (core/am/gang.py), shown in the progress line
         self.notice = ""                  # an elastic job's latest lost or replaced worker (core/am/elastic.py)
         self.sealed_hdfs_token = ""       # the newest HDFS token from the job's keytab, sealed (token_renewal.py)
@@ -101,16 +102,20 @@ class Registry:
         self._spec_ready = asyncio.Event()
         self._attempt_over = asyncio.Event()
         self._gpus_in_use = {}
+        self._withdrawn = set()
         self.waiting = ""
         self.notice = ""
         self._notify()
 
     def release(self, keys: list[tuple[str, int]], yarn_container_ids: set[str]) -> None:
-        """The gang gave these tasks' containers back to YARN (wait-die, core/am/gang.py): they are
-        wanted again, as at the attempt's start; whatever the released containers still send is ignored.
-        Only before the cluster spec: a task that started is never released."""
+        """The gang gives these tasks' containers back to YARN (wait-die, core/am/gang.py): one step, taken
+        before the AM's first kill. The tasks are withdrawn: no registration completes the gang until it
+        asks again (`ask_again`), also from a container YARN allocates while the kills are under way (the
+        race the gang model found: the spec went out, then the release failed the job). Whatever the
+        released containers still send is ignored. Only before the cluster spec."""
         assert self._spec is None, "a gang whose spec is published is never released"
-        self._released.update(c for c in yarn_container_ids if c)
+        self._withdrawn.update(keys)
+        self.forget_containers(yarn_container_ids)
         for key in keys:
             task = self.tasks[key]
             if task.yarn_container_id:
@@ -120,6 +125,14 @@ class Registry:
             self._release_gpus(task)
             self.tasks[key] = TaskState(task.type, task.index, task.attempt, task.role)
         self._notify()
+
+    def forget_containers(self, yarn_container_ids: set[str]) -> None:
+        """Containers given back to YARN (their ids known once the kills are done): never heard again."""
+        self._released.update(c for c in yarn_container_ids if c)
+
+    def ask_again(self, keys: list[tuple[str, int]]) -> None:
+        """A released gang asks YARN for its containers again: their tasks may register again."""
+        self._withdrawn.difference_update(keys)
 
     def replace(self, key: tuple[str, int]) -> TaskState:
         """Elastic (core/am/elastic.py): a lost worker's slot is wanted again inside the running attempt;
@@ -178,6 +191,8 @@ class Registry:
             return task
         if self.is_released(container_id):
             return f"container {container_id} was given back to YARN: its gang waits for others to finish"
+        if (type_, index) in self._withdrawn:
+            return f"{task.id}'s containers are being given back to YARN: its gang waits for others to finish"
         if task.done or task.stop_requested:
             return f"{task.id} is no longer wanted"
         if task.registered_at is not None and (task.host, task.port) != (host, port):
@@ -267,7 +282,7 @@ class Registry:
                   container_id: str = "") -> str:
         """'run' or 'stop' (the AM wants this task to end)."""
         task = self._task(type_, index, attempt)
-        if isinstance(task, str) or self.is_released(container_id):
+        if isinstance(task, str) or self.is_released(container_id) or (type_, index) in self._withdrawn:
             return "stop"
         task.last_heartbeat = time.time()
         self._record_usage(task, usage)
@@ -293,7 +308,7 @@ class Registry:
     def finished(self, type_: str, index: int, attempt: int, exit_code: int, stderr_tail: str = "",
                  usage: dict[str, Any] | None = None, container_id: str = "") -> None:
         task = self._task(type_, index, attempt)
-        if isinstance(task, str) or task.done or self.is_released(container_id):
+        if isinstance(task, str) or task.done or self.is_released(container_id) or (type_, index) in self._withdrawn:
             return
         task.exit_code = int(exit_code)
         task.stderr_tail = stderr_tail[-4000:]

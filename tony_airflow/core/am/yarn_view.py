@@ -20,6 +20,9 @@ from tony_airflow.core.protocol import APP_TAG
 log = logging.getLogger("tony.am")
 READ_TIMEOUT_S = 5.0  # the AM's attempt loop waits for a look at the RM: never for long
 AFTER_FAILURE_S = 60.0  # a look that failed (an RM that asks for SPNEGO) is not tried again before this
+# RMAppImpl's diagnostics from the kill on ("Application killed by user.", "Application application_… was killed
+# by user ada at 10.0.0.1"): the REST state stays RUNNING while the kill is under way (KILLING is not shown)
+KILLED_BY_USER = "killed by user"
 
 
 @dataclass
@@ -54,6 +57,18 @@ class YarnView:
         except Exception as exc:
             log.warning("the gang cannot read the ResourceManager (%s): it will wait without the wait-die rule", exc)
             return None
+
+    def killed(self) -> bool | None:
+        """Whether the RM says this application was killed (a user's or an admin's kill: KILLED, or its
+        "killed by user" diagnostics while the kill is under way, which the REST state does not show);
+        None when the RM cannot be read. One read, with its failover; for a new AM's take-over."""
+        try:
+            report = self.rm.application(self.app_id)
+        except Exception as exc:
+            log.warning("could not read this application's state from the ResourceManager: %s", exc)
+            return None
+        return (report.state == "KILLED" or report.final_status == "KILLED"
+                or KILLED_BY_USER in report.diagnostics.lower())
 
     def read(self, detail: bool = True) -> ClusterView:
         view = ClusterView()

@@ -43,6 +43,7 @@ ATTEMPT_ENDED = "ATTEMPT_ENDED"
 WORKER_LOST = "WORKER_LOST"          # an elastic job's worker container was lost; one replacement was asked for
 WORKER_REPLACED = "WORKER_REPLACED"  # ... and it runs: the others kept theirs (core/am/elastic.py)
 TOKEN_OBTAINED = "TOKEN_OBTAINED"  # a new HDFS delegation token from the job's keytab (core/am/token_renewal.py)
+TOKEN_RENEWAL_FAILED = "TOKEN_RENEWAL_FAILED"  # new HDFS tokens from the keytab fail (said once per run of failures)
 TOKENS = "TOKENS"  # the job's HDFS delegation token: YARN renews it only up to its max lifetime (the job's HDFS ends then)
 JOB_FINISHED = "JOB_FINISHED"
 
@@ -119,14 +120,22 @@ class EventLog:
         except Exception as exc:
             log.warning("attempt %d is not marked in the history (a new AM may reuse its number): %s", attempt, exc)
 
-    def marked_attempts(self) -> list[int]:
+    def marked_attempts(self, wait_s: float = RESUME_WAIT_S) -> list[int]:
+        """The attempts the lost AM marked as begun (blocking; call from a thread). Read as `resume` reads
+        the log: a listing that fails is tried again for `wait_s`, then raises HistoryUnreadable. Never
+        "none" for a listing that failed: the new AM would reuse the number (and the output's writer mark)
+        of an attempt the lost AM had begun."""
         if self.store is None:
             return []
+        from tony_airflow.yarn.failover import within
+
+        store = self.store
         try:
-            return self.store.marked_attempts(self.app_id)
+            return within(wait_s, lambda: store.marked_attempts(self.app_id), lambda exc: log.warning(
+                "job history: cannot list the attempts' marks (will retry): %s", exc))
         except Exception as exc:
-            log.warning("job history: cannot list the attempts' marks: %s", exc)
-            return []
+            raise HistoryUnreadable(f"the job's attempts' marks could not be listed for {wait_s:.0f}s, so a new "
+                                    f"AM cannot tell which attempt numbers the lost one used: {exc}") from None
 
     def flush(self) -> None:
         """Append what is not written yet (blocking; call from a thread)."""

@@ -124,7 +124,10 @@ class JobHistory:
             self.started_at = self.started_at or at
             self.am_attempts += 1
         elif kind == ev.AM_LOST:
-            self.am_lost.append(f"AM attempt {e.get('am_attempt', '?')} lost on host {e.get('host') or '?'}")
+            stopped = " (stopped by SIGTERM: its node went away; the job went on)" if e.get("resumed") else ""
+            self.am_lost.append(f"AM attempt {e.get('am_attempt', '?')} lost on host {e.get('host') or '?'}{stopped}")
+            if e.get("resumed"):  # the lost AM's JOB_FINISHED KILLED was its node's doing: the job goes on
+                self.status, self.finished_at, self.diagnostics, self.stopped_by = RUNNING, None, "", ""
         elif kind == ev.TOKENS:
             until = _utc(e.get("renewable_until"))
             then = ("new ones come from the job's keytab before then" if e.get("keytab") else
@@ -139,6 +142,9 @@ class JobHistory:
                 self.tokens[-1] = line
             else:
                 self.tokens.append(line)
+        elif kind == ev.TOKEN_RENEWAL_FAILED:
+            self.tokens.append(f"new HDFS tokens from the keytab fail since {_utc(e['time'])} (tried again less "
+                               f"and less often; the job goes on with the tokens it has): {e.get('reason', '')}")
         elif kind == ev.ATTEMPT_STARTED:
             attempt = Attempt(int(e["attempt"]), at)
             attempt.tasks = {t: TaskRun(t, attempt.number) for t in e.get("tasks", [])}

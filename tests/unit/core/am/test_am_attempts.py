@@ -101,3 +101,44 @@ def test_the_am_records_until_when_yarn_renews_the_jobs_hdfs_token(tmp_path, mon
     monkeypatch.delenv("HADOOP_TOKEN_FILE_LOCATION")  # a cluster without Kerberos: nothing to say
     am._record_token_lifetime()
     assert len([e for e in am.history.events if e["event"] == ev.TOKENS]) == 1
+
+
+def test_an_am_stopped_by_sigterm_whose_application_still_runs_is_followed_not_ended(tmp_path):
+    """Issue 51, item 1: the lost AM's node went away (SIGTERM, JOB_FINISHED KILLED, log closed); YARN started
+    AM attempt 2, and the RM says the application runs: the job goes on; the history reads RUNNING again."""
+    am, store = _new_am(tmp_path, max_attempts=2)
+    _lost_am_log(store)
+    store.append(APP, [json.dumps(e) for e in [
+        {"time": 12.0, "event": ev.TASK_FINISHED, "attempt": 2, "task": "worker:0", "status": "STOPPED",
+         "exit_code": None, "reason": "the AM was stopped (SIGTERM) before this task reported"},
+        {"time": 12.1, "event": ev.JOB_FINISHED, "status": "KILLED", "stopped_by": "SIGTERM",
+         "diagnostics": "tony-airflow: the AM was stopped (SIGTERM): the application was killed"}]])
+    previous = am.history.resume(am.job.to_json())
+    am._take_over(previous, "container_1700000000000_0003_02_000001", killed=False)
+    assert am.ended is None and not am.end_recorded and am.first_attempt == 3 and not am.exhausted
+    job = JobHistory.from_events(APP, list(am.history.events), {}, complete=False)
+    assert job.running and not job.stopped_by and "stopped by SIGTERM" in job.am_lost[-1]
+
+    killed, _ = _new_am(tmp_path)  # the RM says a user killed it: KILLED, as the lost AM recorded
+    killed._take_over(previous, "container_1700000000000_0003_02_000001", killed=True)
+    assert killed.ended is not None and killed.ended[0] == "KILLED" and killed.end_recorded
+
+
+def test_the_rm_tells_a_kill_from_a_lost_node():
+    from types import SimpleNamespace
+
+    from tony_airflow.core.am.yarn_view import YarnView
+    from tony_airflow.yarn.rest import ApplicationReport
+
+    def view(report) -> YarnView:
+        def application(app_id):
+            if isinstance(report, Exception):
+                raise report
+            return report
+        return YarnView(SimpleNamespace(application=application), APP)
+
+    lost = "AM Container for appattempt_1700000000000_0003_000001 exited with exitCode: -100 (a *lost* node)"
+    assert view(ApplicationReport(APP, "RUNNING", "UNDEFINED", lost)).killed() is False
+    assert view(ApplicationReport(APP, "RUNNING", "UNDEFINED", "Application killed by user.")).killed() is True
+    assert view(ApplicationReport(APP, "KILLED", "KILLED")).killed() is True
+    assert view(ConnectionError("no RM")).killed() is None

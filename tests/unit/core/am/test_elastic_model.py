@@ -1,8 +1,10 @@
 """Model-checked: an elastic job's worker replacement (core/am/elastic.py, Registry.replace) under any
-interleaving of lost containers, the AM's turns, replacements registering, late messages from lost containers
-and tasks ending. Invariants: a lost container's messages never change a task; the published spec names each
-task's live container; the attempt never fails for a replaced worker; it succeeds exactly when every task that
-is not waiting for its replacement ended with 0. `TONY_ELASTIC_EXAMPLES` sets the examples (`make soak`)."""
+interleaving of lost containers (a replacement's too, before it registers), the AM's turns, replacements
+registering, late messages from lost containers and tasks ending. Invariants: a lost worker (also a lost
+replacement) is asked for again at the AM's next turn; a lost container's messages never change a task; the
+published spec names each task's live container; the attempt never fails for a replaced worker; it succeeds
+exactly when every task that is not waiting for its replacement ended with 0. `TONY_ELASTIC_EXAMPLES` sets
+the examples (`make soak`)."""
 
 from __future__ import annotations
 
@@ -56,12 +58,29 @@ class ElasticReplacement(RuleBasedStateMachine):
         self.lost.append((key, self.live[key]))
         self.reg.container_gone(key, "Container killed. Exit code: 137")
 
+    @precondition(lambda self: bool(self.waiting))
+    @rule(data=st.data())
+    def a_replacement_is_lost_before_it_registers(self, data) -> None:
+        """YARN reports the replacement's container ended (its host lost, killed) before its executor
+        registered: the AM's container poll, without an exit report (ApplicationMaster._poll_containers)."""
+        if len(self.lost) >= JOB.max_free_retries:
+            return
+        key = data.draw(st.sampled_from(sorted(self.waiting)))
+        cid = self.waiting.pop(key)
+        self.reg.container_allocated(key, cid)
+        self.reg.container_gone(key, f"container {cid} KILLED: Container released on a *lost* node. Exit code: -100")
+        self.lost.append((key, cid))
+        self.live[key] = cid
+
     @rule()
     def am_turn(self) -> None:
         """One turn of the attempt's loop: what ApplicationMaster._replace_lost_workers does (without skein),
         then the policy's verdict. It never fails the attempt for a replaced worker, and succeeds exactly when
         every task not waiting for its replacement ended with 0."""
         self._replace()
+        for task_id in self.pending.pending:  # a replacement is wanted: never a lost one left waiting
+            type_, index = task_id.split(":")
+            assert not self.reg.tasks[(type_, int(index))].done, f"{task_id}'s lost replacement never asked again"
         outcome = policy.decide(JOB, self.reg.tasks.values(), 0.0, 0.0, 1.0,
                                 replacing=self.pending.waiting_since())
         counted = [t for t in self.reg.tasks.values() if t.id not in self.pending.pending]

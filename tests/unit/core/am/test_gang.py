@@ -61,8 +61,41 @@ def test_the_rm_answer_counts_pending_containers_once_per_request():
     app = {"id": "application_1_0004", "startedTime": 77, "resourceRequests": [
         {"resourceName": "*", "numContainers": 2}, {"resourceName": "host1", "numContainers": 2},
         {"resourceName": "*", "numContainers": 1}]}
-    assert GangView.from_rm(app) == GangView("application_1_0004", 77, 3)
+    assert GangView.from_rm(app) == GangView("application_1_0004", 77, 3, asks=(gang.Ask(),))
     assert GangView.from_rm({"id": "application_1_0005", "startedTime": 1}).pending == 0
+
+
+def test_the_rm_answer_gives_each_gangs_queue_and_what_it_waits_for():
+    gpu = {"resourceInformations": {"resourceInformation": [{"name": "memory-mb", "value": 2048},
+                                                            {"name": "yarn.io/gpu", "value": 1}]}}
+    app = {"id": "application_1_0004", "startedTime": 77, "queue": "ml", "resourceRequests": [
+        {"resourceName": "*", "numContainers": 2, "nodeLabelExpression": "gpu",
+         "capability": {"memory": 2048, "vCores": 2, **gpu}},
+        {"resourceName": "*", "numContainers": 0, "capability": {"memory": 1, "vCores": 1}}]}
+    view = GangView.from_rm(app)
+    assert (view.queue, view.asks) == ("ml", (gang.Ask("gpu", 2048, 2, 1),))
+
+
+def test_a_gang_gives_way_only_to_an_older_gang_that_could_use_what_it_holds():
+    """Issue 51, item 3: not to one in another queue, in a partition it holds nothing of, or waiting for a
+    container bigger than all it holds; what the RM does not say rules nothing out."""
+    me = GangView("application_1_0002", 2, 2, queue="default", asks=(gang.Ask("", 1024, 1),))
+    holding = gang.Holding(frozenset({""}), 4096, 4)
+
+    def older(**kw) -> GangView:
+        return GangView("application_1_0001", 1, 3, **{"queue": "default", "asks": (gang.Ask("", 1024, 1),), **kw})
+
+    def action(other: GangView, released: bool = False) -> str:
+        return gang.step(me, [other, me], held=4, wanted=6, stalled_s=gang.PATIENCE_S, released=released,
+                         backoff_over=True, holding=holding)[0]
+
+    assert action(older()) == RELEASE
+    assert action(older(queue="other")) == KEEP and action(older(queue="other"), released=True) == ASK
+    assert action(older(asks=(gang.Ask("nolabel", 1024, 1),))) == KEEP
+    assert action(older(asks=(gang.Ask("", 8192, 1),))) == KEEP
+    assert action(older(asks=(gang.Ask("", 1024, 1, 1),))) == KEEP  # it waits for GPUs this gang has none of
+    assert action(older(asks=(gang.Ask("nolabel", 1024, 1), gang.Ask("", 512, 1)))) == RELEASE
+    assert action(older(queue="", asks=())) == RELEASE
 
 
 def test_the_back_off_is_random_grows_and_has_a_ceiling():
@@ -150,9 +183,29 @@ def test_a_released_task_is_wanted_again_and_its_old_container_is_not_heard():
         assert reg.heartbeat("worker", 1, 1, container_id="c_old_1") == "stop"
         reg.finished("worker", 0, 1, 143, container_id="c_old_0")
         assert not reg.tasks[("worker", 0)].done
+        reg.ask_again([("worker", 0), ("worker", 1)])
         for i in range(2):  # the new containers form the gang
             assert reg.register("worker", i, 1, "h2", 5000 + i, container_id=f"c_new_{i}") is None
         assert reg.spec_published and reg.tasks[("worker", 0)].port == 5000
+    asyncio.run(scenario())
+
+
+def test_a_container_allocated_while_the_release_is_under_way_cannot_complete_the_gang():
+    """The release is one step for the registry, before the AM's first kill (issue 51, item 2): a container
+    YARN hands the gang meanwhile (its id unknown to the release) registers and is refused."""
+    async def scenario() -> None:
+        reg = Registry(make_job("worker:2"), "application_1_0002")
+        reg.new_attempt(1)
+        assert reg.register("worker", 0, 1, "h1", 4000, container_id="c_old_0") is None
+        reg.release([("worker", 0), ("worker", 1)], {"c_old_0"})
+        assert "being given back" in (reg.register("worker", 1, 1, "h1", 4001, container_id="c_late_1") or "")
+        assert "given back" in (reg.register("worker", 0, 1, "h1", 4002, container_id="c_late_0") or "")
+        assert not reg.spec_published
+        assert reg.heartbeat("worker", 1, 1, container_id="c_late_1") == "stop"
+        reg.finished("worker", 1, 1, 1, container_id="c_late_1")  # its exit, refused, is not the task's
+        assert not reg.tasks[("worker", 1)].done
+        reg.forget_containers({"c_late_0", "c_late_1"})
+        reg.release([("worker", 0), ("worker", 1)], set())  # the assertion of a published spec never trips
     asyncio.run(scenario())
 
 
@@ -247,3 +300,42 @@ def test_an_rm_that_cannot_be_read_is_not_asked_again_for_a_while():
     now[0] += 2
     view.read()
     assert Refusing.calls == 2
+
+
+def test_registrations_while_the_am_kills_its_released_containers_never_start_the_gang(monkeypatch):
+    """Issue 51, item 2, through the AM: between two awaited kills YARN allocates the gang's last container and
+    all three executors register; the gang must not start (the AM failed the job on Registry.release's
+    assertion, the spec already out), and the release goes on to its end."""
+    monkeypatch.setattr(gang, "backoff_s", lambda n, rng=None: 0.0)
+    app = GangApp()
+    am = ApplicationMaster(make_job("worker:3"), SECRET, app=app, app_id=ME.app_id, host="h",
+                           yarn=FixedView(ClusterView(me=ME, gangs=[OLD, ME])))  # type: ignore[arg-type]
+    answers: list[str | None] = []
+
+    def kill_then_register(cid):
+        GangApp.kill_container(app, cid)
+        if len(app.killed) == 1:  # meanwhile: the last container arrives and every executor registers
+            last = next(c for c, s in app.state.items() if s == "REQUESTED")
+            app.allocate(last)
+            for c, (type_, index) in am._container_of.items():
+                answers.append(am.registry.register(type_, index, 2, "h", 4000 + index,
+                                                    container_id=app.yarn.get(c, "")))
+
+    app.kill_container = kill_then_register  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        am.registry.new_attempt(2)
+        am._gang.requested_at = 0.0
+        await am._request_containers(2)
+        first = list(am._container_of)
+        app.allocate(first[0])
+        app.allocate(first[1])
+        await am._poll_containers()
+        for task in am.registry.tasks.values():
+            task.allocated_at = task.allocated_at and task.allocated_at - gang.PATIENCE_S
+        await am._watch_gang(2)
+
+    asyncio.run(scenario())
+    assert len(answers) == 3 and all(answers), answers  # each refused
+    assert not am.registry.spec_published and am._gang.released and len(app.killed) == 3
+    assert all(am.registry.is_released(y) for y in app.yarn.values())

@@ -138,3 +138,79 @@ def test_a_task_registering_after_a_new_token_gets_it_before_it_stages(wait):
 
     answer = asyncio.run(scenario())
     assert answer["ok"] is True and protocol.unseal(SECRET, answer["hdfs_token"]) == "new", answer
+
+
+# ------------------------------------------------------------------ issue 51, item 6: a RENEW that fails after GET
+class NameNode:
+    """WebHDFS's token operations, as `token_renewal.obtain_with` calls them; RENEW refused (a renewer name the
+    NameNode maps differently)."""
+
+    def __init__(self, renew_fails: bool = True) -> None:
+        self.renew_fails = renew_fails
+        self.calls: list[tuple[str, str]] = []
+        self.live: set[str] = set()
+
+    def __call__(self, method: str, params: dict[str, str]) -> dict:
+        op = params["op"]
+        self.calls.append((method, op))
+        if op == "GETDELEGATIONTOKEN":
+            url = _url(len(self.calls))
+            self.live.add(url)
+            return {"Token": {"urlString": url}}
+        if op == "RENEWDELEGATIONTOKEN":
+            if self.renew_fails:
+                raise OSError("403: ada tried to renew a token without a renewer (renewer=ada/host)")
+            return {"long": 4_000_000}
+        if op == "CANCELDELEGATIONTOKEN":
+            self.live.discard(params["token"])
+            return {}
+        raise AssertionError(op)
+
+
+def _url(n: int) -> str:
+    """A new HDFS delegation token's URL form: owner and renewer ada, issued at n s, max lifetime 9000 s."""
+    from tony_airflow.yarn.tokens import HDFS_DELEGATION_KIND, HadoopToken, _text, _vint
+
+    ident = b"\x00" + _text("ada") + _text("ada") + _text("") + _vint(1000 * n) + _vint(9_000_000) + _vint(n)
+    return HadoopToken("", ident, b"p" * 20, HDFS_DELEGATION_KIND, "ha-hdfs:nn").url_string()
+
+
+def test_a_token_whose_renewal_fails_is_cancelled_never_left_behind():
+    nn = NameNode()
+    with pytest.raises(tr.RenewalFailed, match="RENEWDELEGATIONTOKEN.*renewer ada.*cancelled"):
+        tr.obtain_with(nn, "ada")
+    assert [op for _, op in nn.calls] == ["GETDELEGATIONTOKEN", "RENEWDELEGATIONTOKEN", "CANCELDELEGATIONTOKEN"]
+    assert not nn.live  # nothing obtained is left on the NameNode
+    nn.renew_fails = False
+    token = tr.obtain_with(nn, "ada")
+    assert token.url_string in nn.live and token.expires == 4000 and token.max_date == 9000
+
+
+def test_failing_renewals_back_off_and_are_said_once(caplog):
+    said: list[str] = []
+
+    def obtain() -> tr.ObtainedToken:
+        raise tr.RenewalFailed("RENEWDELEGATIONTOKEN refused")
+
+    renewal = tr.TokenRenewal(obtain, lambda t: None, clock=lambda: 0.0, on_failure=said.append)
+    with caplog.at_level("INFO", logger=tr.log.name):
+        waits = [renewal.step() for _ in range(12)]
+    assert waits[0] == tr.RETRY_S and waits[1] == 2 * tr.RETRY_S and waits[-1] == tr.MAX_RETRY_S
+    assert waits == sorted(waits)
+    assert said == ["RENEWDELEGATIONTOKEN refused"]
+    assert sum("could not obtain a new HDFS delegation token" in r.getMessage() for r in caplog.records) == 1
+    renewal.obtain = lambda: _token(60, 180)
+    assert renewal.step() == 45  # it works again: the next failure is news again, from the short retry
+    renewal.obtain = obtain
+    assert renewal.step() == tr.RETRY_S and len(said) == 2
+
+
+def test_the_job_page_says_that_new_tokens_fail():
+    from tony_airflow.core.history import events as ev
+    from tony_airflow.core.history.model import JobHistory
+
+    events = [{"time": 1.0, "event": ev.JOB_SUBMITTED, "app_id": "application_1_0001", "max_attempts": 1},
+              {"time": 2.0, "event": ev.TOKEN_RENEWAL_FAILED, "reason": "RENEWDELEGATIONTOKEN refused"}]
+    job = JobHistory.from_events("application_1_0001", events, {}, complete=False)
+    assert any("new HDFS tokens from the keytab fail" in line and "RENEWDELEGATIONTOKEN refused" in line
+               for line in job.tokens), job.tokens
