@@ -237,8 +237,13 @@ def test_a_mount_or_user_the_nodes_admin_did_not_allow_is_refused_in_one_line(lo
     executor reads the node's container-executor.cfg (none here: nothing beyond the container's own
     directories) and the job fails with the rule's name, nothing written."""
     mark = tmp_path / "written-through-the-mount"
+    to_root = tmp_path / "to-root"  # #51 item 7: a symlink is checked, and mounted, as where it leads
+    to_root.symlink_to("/")
     cases = [(("--mount", "/:/host:rw"), "mount /:/host:rw: refused by this node's docker.allowed.rw-mounts"),
-             (("--docker-user", "nobody"), "docker_user nobody: refused by this node's tony.docker.allowed-users")]
+             (("--mount", f"{to_root}:/host:rw"),
+              f"mount {to_root}:/host:rw (source /): refused by this node's docker.allowed.rw-mounts"),
+             (("--docker-user", "65534:65534"),
+              "docker_user 65534:65534: refused by this node's tony.docker.allowed-users")]
     for extra, line in cases:
         proc, app_id = ytf_submit("-r", "worker:1", "-m", "256", "--docker_image", BUSYBOX, "-n", "admin-rules",
                                   *extra, f"echo x > /host{mark}")

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from tony_airflow.core import protocol
 from tony_airflow.core.executor import engine
-from tony_airflow.core.executor.admin_rules import AdminRules
+from tony_airflow.core.executor.admin_rules import AdminRules, engine_mount
 from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.output_commit import QUIET_S, Mirror, is_hdfs
@@ -270,7 +270,7 @@ class Executor:
             name=f"tony-{container or f'{me.app_id}-{me.type}-{me.index}-a{me.attempt}'}",
             workdir=cwd or str(workdir), command=command,
             env_names=engine.env_names(env, os.environ, self.job.env),
-            mounts=engine.mounts(workdir, env, local_paths, self.job.docker_mounts),
+            mounts=engine.mounts(workdir, env, local_paths, [engine_mount(m) for m in self.job.docker_mounts]),
             memory_mb=task.memory_of(me.index), vcores=task.vcores_of(me.index),
             user=self.job.docker_user or f"{os.getuid()}:{os.getgid()}",
             labels={engine.LABEL: "1", f"{engine.LABEL}.application": me.app_id,
