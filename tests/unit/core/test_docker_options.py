@@ -166,6 +166,16 @@ def test_what_the_engine_ended_is_said_in_one_line(code, tail, start):
     assert bool(line) == bool(start)
 
 
+@pytest.mark.parametrize("code, tail, killed", [
+    (137, "Killed\ntony-engine: oom_kill", True),  # the container's cgroup counted an oom_kill
+    (137, "Killed", False),                         # SIGKILL from elsewhere: the count stayed 0
+    (0, "tony-engine: oom_kill", True),             # a child killed, the command went on and succeeded
+])
+def test_a_memory_kill_is_what_the_containers_cgroup_counted(code, tail, killed):
+    """#51 item 12: the AM tells a memory kill from a lost worker by this, reported with the exit code."""
+    assert engine.memory_killed(tail) is killed
+
+
 def test_a_missing_engine_is_one_line(monkeypatch):
     monkeypatch.setattr(engine.shutil, "which", lambda name: None)
     with pytest.raises(engine.EngineError, match=r"^worker:0: podman is not installed on h1 \(docker_engine: "):
