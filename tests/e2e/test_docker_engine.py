@@ -210,14 +210,16 @@ def test_what_the_engine_refuses_is_the_jobs_last_line(local_cluster, rm, small_
     assert _no_container_of(app_id) < 60
 
 
-def test_an_elastic_worker_its_engine_killed_for_memory_is_not_replaced(local_cluster, rm, small_images):
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_an_elastic_worker_its_engine_killed_for_memory_is_not_replaced(local_cluster, rm, small_images, engine):
     """#51 item 12: the engine's cgroup, not YARN, killed worker:1 for its memory (exit 137 without YARN's memory
     line): the AM counted it as lost and asked for a replacement, which met the same limit, up to the free
     retries. Now it is a memory kill, as YARN's is: not replaced, and the job's last line says why."""
     oom_worker_1 = ('case "$DTF_TASK_JOB_NAME$DTF_TASK_INDEX" in worker1) head -c 400000000 /dev/zero | tail;; '
                     '*) sleep 60;; esac')
     proc, app_id = ytf_submit("-r", "master:1,worker:2", "--framework", "pytorch", "--elastic", "1:2", "-m", "128",
-                              "--docker_image", BUSYBOX, "-n", "engine-oom-elastic", oom_worker_1)
+                              "--docker_image", BUSYBOX, "--docker_engine", engine, "-n", "engine-oom-elastic",
+                              oom_worker_1)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]
     assert "replacing it" not in out and "lost on" not in out, out[-3000:]
