@@ -210,6 +210,24 @@ def test_what_the_engine_refuses_is_the_jobs_last_line(local_cluster, rm, small_
     assert _no_container_of(app_id) < 60
 
 
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_an_elastic_worker_its_engine_killed_for_memory_is_not_replaced(local_cluster, rm, small_images, engine):
+    """#51 item 12: the engine's cgroup, not YARN, killed worker:1 for its memory (exit 137 without YARN's memory
+    line): the AM counted it as lost and asked for a replacement, which met the same limit, up to the free
+    retries. Now it is a memory kill, as YARN's is: not replaced, and the job's last line says why."""
+    oom_worker_1 = ('case "$DTF_TASK_JOB_NAME$DTF_TASK_INDEX" in worker1) head -c 400000000 /dev/zero | tail;; '
+                    '*) sleep 60;; esac')
+    proc, app_id = ytf_submit("-r", "master:1,worker:2", "--framework", "pytorch", "--elastic", "1:2", "-m", "128",
+                              "--docker_image", BUSYBOX, "--docker_engine", engine, "-n", "engine-oom-elastic",
+                              oom_worker_1)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert "replacing it" not in out and "lost on" not in out, out[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "worker:1" in last and "went over its container's memory limit (128 MiB)" in last, last
+    assert _no_container_of(app_id) < 60
+
+
 def test_cluster_down_removes_the_projects_containers_of_that_cluster_only(local_cluster, small_images):
     from tony_airflow.cli import tony as cli
 
@@ -237,8 +255,13 @@ def test_a_mount_or_user_the_nodes_admin_did_not_allow_is_refused_in_one_line(lo
     executor reads the node's container-executor.cfg (none here: nothing beyond the container's own
     directories) and the job fails with the rule's name, nothing written."""
     mark = tmp_path / "written-through-the-mount"
+    to_root = tmp_path / "to-root"  # #51 item 7: a symlink is checked, and mounted, as where it leads
+    to_root.symlink_to("/")
     cases = [(("--mount", "/:/host:rw"), "mount /:/host:rw: refused by this node's docker.allowed.rw-mounts"),
-             (("--docker-user", "nobody"), "docker_user nobody: refused by this node's tony.docker.allowed-users")]
+             (("--mount", f"{to_root}:/host:rw"),
+              f"mount {to_root}:/host:rw (source /): refused by this node's docker.allowed.rw-mounts"),
+             (("--docker-user", "65534:65534"),
+              "docker_user 65534:65534: refused by this node's tony.docker.allowed-users")]
     for extra, line in cases:
         proc, app_id = ytf_submit("-r", "worker:1", "-m", "256", "--docker_image", BUSYBOX, "-n", "admin-rules",
                                   *extra, f"echo x > /host{mark}")

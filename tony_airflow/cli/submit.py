@@ -48,7 +48,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mount", dest="docker_mounts", action="append", metavar="SRC:DST[:ro]",
                    help="one more bind mount into the tasks' containers (repeatable)")
     p.add_argument("--docker_user", "--docker-user", dest="docker_user",
-                   help="USER or UID:GID the command runs as in its container (default: the YARN container's)")
+                   metavar="UID:GID", help="the numeric uid:gid the command runs as in its container (default: "
+                                           "the YARN container's)")
     p.add_argument("--python_venv", help="a packed Python environment (venv-pack .tar.gz, local or hdfs://) "
                                          "whose Python runs the task command")
     p.add_argument("-q", "--queue", help="YARN queue (default: default)")

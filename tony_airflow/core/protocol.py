@@ -205,6 +205,7 @@ class Finished:
     stderr_tail: str = ""
     usage: dict[str, Any] | None = None
     container_id: str = ""
+    memory_killed: bool = False  # its container engine killed it for its memory limit (YARN says its own)
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,8 @@ class Output:
 
 
 # field annotations (strings under `from __future__ import annotations`) -> the JSON types allowed
-_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "str": (str,), "dict[str, Any] | None": (dict, type(None))}
+_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "str": (str,), "bool": (bool,),
+                                       "dict[str, Any] | None": (dict, type(None))}
 
 
 def parse_message(kind: type[M], body: bytes) -> M:
@@ -243,7 +245,7 @@ def parse_message(kind: type[M], body: bytes) -> M:
             continue
         value = data[f.name]
         allowed = _KINDS.get(str(f.type), (object,))
-        if isinstance(value, bool) or not isinstance(value, allowed):
+        if (isinstance(value, bool) and f.type != "bool") or not isinstance(value, allowed):  # JSON true is no int
             if f.type == "int" and isinstance(value, str) and value.lstrip("-").isdigit():
                 value = int(value)
             else:

@@ -53,7 +53,11 @@ def test_the_spec_travels_whole_to_the_executor():
     (["--docker_image", "tf:1", "--docker_runtime", "kata"], "error: docker_runtime: 'kata' is not known"),
     (["--docker_image", "tf:1", "--mount", "relative:/x"], "error: docker_mounts: 'relative:/x' is malformed"),
     (["--docker_image", "tf:1", "--mount", "/a:/b:rx"], "error: docker_mounts: '/a:/b:rx' is malformed"),
-    (["--docker_image", "tf:1", "--docker-user", "root;rm"], "error: docker_user: 'root;rm' is malformed"),
+    (["--docker_image", "tf:1", "--docker-user", "root;rm"], "error: docker_user: 'root;rm' is not UID:GID"),
+    # #51 item 7: the engine resolves a name in the image (where it may be uid 0) and gives a bare uid gid 0
+    (["--docker_image", "tf:1", "--docker-user", "ada"], "error: docker_user: 'ada' is not UID:GID"),
+    (["--docker_image", "tf:1", "--docker-user", "1000"], "error: docker_user: '1000' is not UID:GID"),
+    (["--docker_image", "tf:1", "--docker-user", "ada:ada"], "error: docker_user: 'ada:ada' is not UID:GID"),
     (["--docker_image", "worker:Bad Image"], "error: docker_image (worker): 'Bad Image' is not an image reference"),
     (["--docker_image", "worker:"], "error: docker_image (worker): is empty"),
     (["--docker_image", "tf:1", "--client"], "error: docker_image: --client runs the chief in the submitting"),
@@ -162,6 +166,16 @@ def test_what_the_engine_ended_is_said_in_one_line(code, tail, start):
     assert bool(line) == bool(start)
 
 
+@pytest.mark.parametrize("code, tail, killed", [
+    (137, "Killed\ntony-engine: oom_kill", True),  # the container's cgroup counted an oom_kill
+    (137, "Killed", False),                         # SIGKILL from elsewhere: the count stayed 0
+    (0, "tony-engine: oom_kill", True),             # a child killed, the command went on and succeeded
+])
+def test_a_memory_kill_is_what_the_containers_cgroup_counted(code, tail, killed):
+    """#51 item 12: the AM tells a memory kill from a lost worker by this, reported with the exit code."""
+    assert engine.memory_killed(tail) is killed
+
+
 def test_a_missing_engine_is_one_line(monkeypatch):
     monkeypatch.setattr(engine.shutil, "which", lambda name: None)
     with pytest.raises(engine.EngineError, match=r"^worker:0: podman is not installed on h1 \(docker_engine: "):
@@ -192,8 +206,8 @@ def test_docker_is_refused_on_a_host_in_its_own_network_namespace(monkeypatch):
 def test_the_submit_options_reach_the_spec():
     parse = submit.build_parser().parse_args
     job = submit.job_from_args(parse(["-r", "worker:2", "--docker_image", "tf:1", "--docker_engine", "podman",
-                                      "--mount", "/data:/data:ro", "--docker-user", "1000", "x"]))
-    assert (job.docker_engine, job.docker_mounts, job.docker_user) == ("podman", ["/data:/data:ro"], "1000")
+                                      "--mount", "/data:/data:ro", "--docker-user", "1000:1000", "x"]))
+    assert (job.docker_engine, job.docker_mounts, job.docker_user) == ("podman", ["/data:/data:ro"], "1000:1000")
 
 
 def test_the_nproc_limit_given_to_the_engine_is_at_most_pid_max(monkeypatch):

@@ -3,9 +3,11 @@
 torchrun's agents re-form their group around a new node (its c10d rendezvous, core/runtimes.py): so when a
 worker's container is lost — killed, preempted, its host gone — the AM asks YARN for one replacement and
 leaves every other container running, instead of failing the attempt. What is not replaced: a worker that
-ended by itself (its exit code: the program's or torchrun's own failure), one YARN killed for its memory
-(a replacement would meet the same limit), the rank-0 container (the rendezvous' host: the attempt restarts
-as before), and any loss past the job's free-retry bound. Pure: the AM feeds it what it has seen.
+ended by itself (its exit code: the program's or torchrun's own failure), one killed for its memory, by
+YARN (its diagnostics) or by its container engine (the executor's word, `memory_killed`: exit 137 alone
+does not tell it from a kill; a replacement would meet the same limit), the rank-0 container (the
+rendezvous' host: the attempt restarts as before), and any loss past the job's free-retry bound. Pure: the
+AM feeds it what it has seen.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def replaceable(job: JobSpec, task: TaskView, replaced_so_far: int) -> bool:
     return (bool(job.elastic_max) and task.type == "worker" and (task.type, task.index) != rank0(job)
             and task.done and not task.stop_requested and task.exit_code != 0
             and (task.exit_code in LOST_EXIT_CODES or PREEMPTED_MARK in diagnostics)
-            and MEMORY_MARK not in diagnostics and replaced_so_far < job.max_free_retries)
+            and MEMORY_MARK not in diagnostics and not task.memory_killed
+            and replaced_so_far < job.max_free_retries)
 
 
 def lost_line(task_id: str, host: str, container: str, exit_code: int | None) -> str:

@@ -42,6 +42,7 @@ class TaskView(Protocol):
     stderr_tail: str
     yarn_container_id: str
     yarn_diagnostics: str
+    memory_killed: bool
     stop_requested: bool
     allocated_at: float | None
     registered_at: float | None
@@ -152,7 +153,7 @@ def retry(outcome: Outcome, attempt: int, job: JobSpec, app_start: float, now: f
 def _awaits_yarn_reason(task: TaskView, now: float) -> bool:
     """A task killed by a signal it was not asked to take: YARN may say why (memory limits)."""
     return (task.exit_code in KILLED_BY_SIGNAL and not task.stop_requested and not task.yarn_diagnostics
-            and now - (task.finished_at or now) < YARN_REASON_WAIT_S)
+            and not task.memory_killed and now - (task.finished_at or now) < YARN_REASON_WAIT_S)
 
 
 def _tail(task: TaskView) -> str:

@@ -37,6 +37,7 @@ class TaskState:
     exit_code: int | None = None
     stderr_tail: str = ""
     yarn_diagnostics: str = ""   # YARN's word on how the container ended (e.g. memory limits)
+    memory_killed: bool = False  # the executor's word: its container engine killed it for its memory limit
     requested_at: float = field(default_factory=time.time)
     allocated_at: float | None = None
     registered_at: float | None = None
@@ -306,12 +307,13 @@ class Registry:
             task.gpu_util_max = max(task.gpu_util_max or 0.0, float(gpu))
 
     def finished(self, type_: str, index: int, attempt: int, exit_code: int, stderr_tail: str = "",
-                 usage: dict[str, Any] | None = None, container_id: str = "") -> None:
+                 usage: dict[str, Any] | None = None, container_id: str = "", memory_killed: bool = False) -> None:
         task = self._task(type_, index, attempt)
         if isinstance(task, str) or task.done or self.is_released(container_id) or (type_, index) in self._withdrawn:
             return
         task.exit_code = int(exit_code)
         task.stderr_tail = stderr_tail[-4000:]
+        task.memory_killed = bool(memory_killed)
         self._record_usage(task, usage)
         self._release_gpus(task)
         task.finished_at = time.time()

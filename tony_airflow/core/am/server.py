@@ -211,7 +211,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     async def finished(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Finished)
         registry.finished(msg.type, msg.index, msg.attempt, msg.exit_code, msg.stderr_tail, msg.usage,
-                          msg.container_id)
+                          msg.container_id, memory_killed=msg.memory_killed)
         return web.json_response({"ok": True})
 
     async def output_in(request: web.Request) -> web.Response:

@@ -8,26 +8,33 @@ admin setting governs both runtimes:
 |---|---|---|
 | `docker.allowed.ro-mounts` | read-only mounts of these sources, or of anything below them | none |
 | `docker.allowed.rw-mounts` | read-write (and read-only) mounts of these sources, or below them | none |
-| `tony.docker.allowed-users` | `--docker-user` values other than the YARN container's own user | none |
+| `tony.docker.allowed-users` | `--docker-user` values (UID:GID) other than the YARN container's own | none |
+
+A name in `tony.docker.allowed-users` is this node's user, allowed as its uid with its primary group.
 
 The rules govern what `--mount` adds and who the container runs as. What the executor mounts itself
 needs none: the container's working directory (read-write: what YARN removes with the container), what
 YARN localized into it, Hadoop's and Java's directories (read-only), and the job's own local --input
 (read-only) and --output (read-write), which the container's own user reaches as a task without an
-image would. A source is compared after normalization (`..` resolved, symlinks
-followed), as container-executor does. The executor never runs a container privileged.
+image would. What is checked is what the engine gets: a mount's source with `..` and symlinks resolved
+(`engine_mount`, which is also what `docker run` is given, so a symlink changed after the check changes
+nothing), and the user as the numeric uid:gid the container runs as (a name or a bare uid would be resolved
+by the engine inside the image, where a name can be uid 0 and a bare uid gets gid 0: refused). The executor
+never runs a container privileged.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 CFG_NAME = "container-executor.cfg"
 RO_KEY, RW_KEY, USERS_KEY = "docker.allowed.ro-mounts", "docker.allowed.rw-mounts", "tony.docker.allowed-users"
+_NUMERIC_USER = re.compile(r"[0-9]+:[0-9]+")  # as core/spec_values.check_docker_user takes it
 
 
 @dataclass(frozen=True)
@@ -51,19 +58,38 @@ class AdminRules:
 
     def refusal(self, mounts: Sequence[str], docker_user: str, own_user: str) -> str | None:
         """The one line refusing the first mount or user the rules do not allow; None: all allowed.
-        `mounts`: the job's own choices, SRC:DST:MODE; `own_user`: the YARN container's uid:gid."""
+        `mounts`: the job's own choices, SRC:DST:MODE (checked as `engine_mount` gives them to the engine);
+        `own_user`: the YARN container's uid:gid."""
         for mount in mounts:
-            source, _, mode = _split(mount)
+            source, _, mode = _split(engine_mount(mount))
             allowed = self.rw_mounts if mode == "rw" else self.rw_mounts + self.ro_mounts
-            if not any(_under(_real(source), permitted) for permitted in allowed):
+            if not any(_under(source, permitted) for permitted in allowed):
                 key = RW_KEY if mode == "rw" else RO_KEY
-                return (f"mount {mount}: refused by this node's {key} ({self._listed(allowed)}); an admin "
-                        "allows a source there")
-        if docker_user and not _is_own(docker_user, own_user) and docker_user not in self.users:
+                resolved = "" if source == _split(mount)[0] else f" (source {source})"
+                return (f"mount {mount}{resolved}: refused by this node's {key} ({self._listed(allowed)}); an "
+                        "admin allows a source there")
+        if docker_user and not _NUMERIC_USER.fullmatch(docker_user):
+            return (f"docker_user {docker_user}: not UID:GID; the engine would resolve it in the image (a name can "
+                    "be uid 0 there, a bare uid gets gid 0), so no rule can allow it")
+        if docker_user and docker_user != own_user and docker_user not in self._allowed_users():
             return (f"docker_user {docker_user}: refused by this node's {USERS_KEY} ({self._listed(self.users)}); "
                     f"the container runs as the YARN container's own user ({own_user}) unless an admin allows "
                     "another there")
         return None
+
+    def _allowed_users(self) -> set[str]:
+        """The listed users as uid:gid: numbers as they are, a name as this node's user and primary group."""
+        found = set()
+        for user in self.users:
+            if _NUMERIC_USER.fullmatch(user):
+                found.add(user)
+                continue
+            try:
+                entry = pwd.getpwnam(user)
+            except KeyError:
+                continue  # no such user on this node: allows nothing
+            found.add(f"{entry.pw_uid}:{entry.pw_gid}")
+        return found
 
     def _listed(self, values: Sequence[str]) -> str:
         if not values:
@@ -101,18 +127,14 @@ def _under(path: str, permitted: str) -> bool:
     return path == permitted or path.startswith(permitted.rstrip("/") + "/") or permitted == "/"
 
 
+def engine_mount(mount: str) -> str:
+    """SRC:DST:MODE with the source resolved (`..`, symlinks): what the rules check and the engine mounts."""
+    source, dest, mode = _split(mount)
+    return f"{_real(source)}:{dest}:{mode}"
+
+
 def _split(mount: str) -> tuple[str, str, str]:
     parts = mount.split(":")
     mode = parts[2] if len(parts) > 2 else "rw"
     return parts[0], parts[1] if len(parts) > 1 else parts[0], mode
 
-
-def _is_own(user: str, own: str) -> bool:
-    """`own` is uid:gid; the user may be given as that, as the uid, or as the uid's name."""
-    uid = own.split(":")[0]
-    if user in (own, uid):
-        return True
-    try:
-        return str(pwd.getpwnam(user).pw_uid) == uid and ":" not in user
-    except KeyError:
-        return False

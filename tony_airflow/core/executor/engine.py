@@ -226,10 +226,19 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(argv, 1, "", f"Error: {argv[1]} {argv[2]} did not answer in {timeout:.0f}s")
 
 
+def memory_killed(stderr_tail: str) -> bool:
+    """Whether the kernel killed a process of the container for its memory limit: the container's cgroup
+    counted an `oom_kill`, which WATCHDOG reads as the container's last act and marks in its stderr. That
+    count is what the engine's own `State.OOMKilled` (docker inspect, podman inspect) is made from; the
+    engine's inspect cannot be asked after the run, since `--rm` removes the container as it ends. Exit 137
+    alone does not tell it from a SIGKILL from elsewhere (a lost worker, which an elastic job replaces)."""
+    return OOM_MARK in stderr_tail
+
+
 def explain_exit(code: int, stderr_tail: str, plan: ContainerPlan, host: str, task: str) -> str:
     """One line when the engine (not the command) ended the task: a container it could not start, an image
     without a shell, the memory limit; '' when the exit code is the command's own."""
-    if OOM_MARK in stderr_tail:
+    if memory_killed(stderr_tail):
         return (f"{task}: the command went over its container's memory limit ({plan.memory_mb} MiB) on {host} "
                 f"and the kernel killed it (exit code {code}); allowed: more task_memory")
     if code not in (125, 126, 127) or not any(_ENGINE_ERROR.match(line.strip()) for line in stderr_tail.splitlines()):

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from tony_airflow.core import protocol
 from tony_airflow.core.executor import engine
-from tony_airflow.core.executor.admin_rules import AdminRules
+from tony_airflow.core.executor.admin_rules import AdminRules, engine_mount
 from tony_airflow.core.executor.boot import Lookup
 from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.output_commit import Mirror, is_hdfs
@@ -236,8 +236,11 @@ class Executor:
         unpublished = self._finish_output(mirror, push, code, ended_at)
         if unpublished and code == 0 and not self.stop_requested.is_set():
             code = OUTPUT_NOT_PUBLISHED
+        ended_by_engine = plan is not None and bool(code) and not self.stop_requested.is_set()
         engine_line = engine.explain_exit(code, self.child.stderr_tail(), plan, self.host, self.task_name) \
-            if plan is not None and code and not self.stop_requested.is_set() else ""
+            if ended_by_engine and plan is not None else ""
+        # the AM does not replace a memory kill as a lost worker (core/am/elastic.py): exit 137 alone cannot say
+        killed_for_memory = ended_by_engine and engine.memory_killed(self.child.stderr_tail())
         if engine_line:
             log.error("%s", engine_line)
         if self.am_lost.is_set():
@@ -248,7 +251,7 @@ class Executor:
             log.info("stopped at the AM's request (exit code %d)", code)
         else:
             log.info("user command exited with code %d", code)
-        self._report(code, unpublished, engine_line)
+        self._report(code, unpublished, engine_line, killed_for_memory)
         return 0 if self.stop_requested.is_set() else code
 
     @property
@@ -271,7 +274,7 @@ class Executor:
             name=f"tony-{container or f'{me.app_id}-{me.type}-{me.index}-a{me.attempt}'}",
             workdir=cwd or str(workdir), command=command,
             env_names=engine.env_names(env, os.environ, self.job.env),
-            mounts=engine.mounts(workdir, env, local_paths, self.job.docker_mounts),
+            mounts=engine.mounts(workdir, env, local_paths, [engine_mount(m) for m in self.job.docker_mounts]),
             memory_mb=task.memory_of(me.index), vcores=task.vcores_of(me.index),
             user=self.job.docker_user or f"{os.getuid()}:{os.getgid()}",
             labels={engine.LABEL: "1", f"{engine.LABEL}.application": me.app_id,
@@ -479,16 +482,17 @@ class Executor:
         self.registry.call("POST", protocol.OUTPUT, {**self.ident, "offset": offset, "text": text},
                            retries=1, timeout=MAX_CALL_TIMEOUT_S)
 
-    def _report(self, code: int, problem: str = "", reason: str = "") -> None:
+    def _report(self, code: int, problem: str = "", reason: str = "", memory_killed: bool = False) -> None:
         """`problem`: what went wrong after the command (said after its stderr); `reason`: the one line
-        that says why the command failed, instead of its stderr (the container engine's failures)."""
+        that says why the command failed, instead of its stderr (the container engine's failures);
+        `memory_killed`: its container engine killed it for its memory limit (engine.memory_killed)."""
         tail = reason or (self.child.stderr_tail() if self.child else "")
         if problem:
             tail = f"{tail.rstrip()}\ntony: {problem}".lstrip()
         try:
             usage = self.usage.report() if self.usage else None
-            self.registry.call("POST", protocol.FINISHED, {**self.ident, "exit_code": code, "stderr_tail": tail,
-                                                           "usage": usage}, timeout=MAX_CALL_TIMEOUT_S)
+            body = {**self.ident, "exit_code": code, "stderr_tail": tail, "usage": usage, "memory_killed": memory_killed}
+            self.registry.call("POST", protocol.FINISHED, body, timeout=MAX_CALL_TIMEOUT_S)
         except Exception as exc:
             log.warning("could not report the exit code to the AM: %s", exc)
 

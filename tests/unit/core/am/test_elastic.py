@@ -9,6 +9,7 @@ import json
 import pytest
 
 from tests.unit.core.test_spec_hardening import _refuse
+from tony_airflow.core import protocol
 from tony_airflow.core.am import elastic, policy
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.protocol import TaskStatus
@@ -140,3 +141,34 @@ def test_the_progress_line_says_the_latest_lost_and_replaced_worker():
     assert progress_text("application_1_0001", report, progress) == (
         "application_1_0001 RUNNING · attempt 1/1 · running · worker:1 lost on h2 (container c2, exit code 137): "
         "replacing it")
+
+
+def test_a_worker_its_container_engine_killed_for_memory_is_not_replaced_and_the_failure_says_so():
+    """#51 item 12: an image's container over its memory limit is killed by the engine's cgroup, not by YARN:
+    exit 137 without YARN's memory line, counted as a lost worker and replaced (and the replacement met the
+    same limit). The executor reports what the engine's own state says (engine.memory_killed) and the AM
+    treats it as YARN's memory kill: not replaced, named in the failure line."""
+    job = _job(docker_image="tf:1")
+    reg = _running_registry(job)
+    line = "worker:1: the command went over its container's memory limit (2048 MiB) on h1 and the kernel killed it"
+    reg.finished("worker", 1, 1, 137, line, memory_killed=True)
+    task = reg.tasks[("worker", 1)]
+    assert task.memory_killed and not elastic.replaceable(job, task, 0)
+    assert "went over its container's memory limit" in policy.failure_line(task)
+    signal = _running_registry(job)  # the same exit code from a kill, not the memory limit: lost, replaced
+    signal.finished("worker", 1, 1, 137, "Killed")
+    assert elastic.replaceable(job, signal.tasks[("worker", 1)], 0)
+
+
+def test_the_executors_word_on_a_memory_kill_reaches_the_registry_through_the_message():
+    """The first e2e run of the fix above: the AM refused the FINISHED message (a JSON boolean was taken for a
+    mistyped int), the report never arrived and the worker was lost and replaced as before."""
+    msg = protocol.parse_message(protocol.Finished, json.dumps(
+        {"type": "worker", "index": 1, "attempt": 1, "exit_code": 137, "memory_killed": True}).encode())
+    assert msg.memory_killed is True
+    with pytest.raises(protocol.BadMessage, match="'exit_code' has the wrong type"):
+        protocol.parse_message(protocol.Finished, json.dumps(
+            {"type": "worker", "index": 1, "attempt": 1, "exit_code": True}).encode())
+    with pytest.raises(protocol.BadMessage, match="'memory_killed' has the wrong type"):
+        protocol.parse_message(protocol.Finished, json.dumps(
+            {"type": "worker", "index": 1, "attempt": 1, "exit_code": 137, "memory_killed": 1}).encode())

@@ -110,6 +110,17 @@ def test_a_killed_task_waits_briefly_for_yarns_reason():
     assert late is not None and "exited with code 137" in late.reason
 
 
+def test_a_task_its_container_engine_killed_for_memory_fails_the_attempt_at_once():
+    """#51 item 12: the executor said why (its engine's memory limit): YARN has nothing to add."""
+    job = make_job("worker:1", docker_image="tf:1")
+    reg = _reg(job)
+    reg.finished("worker", 0, 1, 137, "worker:0: the command went over its container's memory limit (512 MiB)",
+                 memory_killed=True)
+    t = reg.tasks[("worker", 0)].finished_at
+    outcome = policy.decide(job, reg.tasks.values(), attempt_start=t, app_start=t, now=t + 0.1)
+    assert outcome is not None and not outcome.ok and "memory limit (512 MiB)" in outcome.reason, outcome
+
+
 def test_diagnostics_of_a_success_after_a_failed_attempt_say_it_succeeded():
     text = policy.diagnostics(ok=True, attempt=2, max_attempts=2,
                               failures=["attempt 1/2: worker:1 exited with code 137"])

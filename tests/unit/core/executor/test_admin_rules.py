@@ -5,8 +5,12 @@ and the file appeared on the node."""
 
 from __future__ import annotations
 
+import os
+import pwd
+
 import pytest
 
+from tony_airflow.core.executor import admin_rules
 from tony_airflow.core.executor.admin_rules import AdminRules
 
 CFG = """yarn.nodemanager.linux-container-executor.group=hadoop
@@ -43,7 +47,9 @@ def test_mounts_are_allowed_as_youre_admin_listed_them(rules, mount, allowed):
     assert (line is None) is allowed, line
     if not allowed:
         mode = mount.rsplit(":", 1)[1]
-        assert line.startswith(f"mount {mount}: refused by this node's docker.allowed.{mode}-mounts (")
+        source = os.path.realpath(mount.split(":")[0])
+        named = f"mount {mount}" + ("" if source == mount.split(":")[0] else f" (source {source})")
+        assert line.startswith(f"{named}: refused by this node's docker.allowed.{mode}-mounts (")
         assert "container-executor.cfg" in line and "\n" not in line
 
 
@@ -55,14 +61,61 @@ def test_without_a_file_only_the_containers_own_directories_are_mounted(tmp_path
                     f"{tmp_path}/container-executor.cfg); an admin allows a source there")
 
 
-@pytest.mark.parametrize("user, allowed", [("", True), (ME, True), ("1001", True), ("etl", True),
-                                           ("1500:1500", True), ("root", False), ("0:0", False)])
+@pytest.mark.parametrize("user, allowed", [("", True), (ME, True), ("1500:1500", True), ("0:0", False),
+                                           ("1001:0", False),  # its own uid in root's group
+                                           ("1500:0", False)])
 def test_a_container_runs_as_the_yarn_containers_own_user_unless_the_admin_allows_another(rules, user, allowed):
     line = rules.refusal([], user, ME)
     assert (line is None) is allowed, line
     if not allowed:
         assert line.startswith(f"docker_user {user}: refused by this node's tony.docker.allowed-users (etl, "
                                f"1500:1500")
+
+
+@pytest.mark.parametrize("user", ["1001", "root", "etl", "ada:1001"])
+def test_only_a_numeric_uid_gid_is_checked_because_the_engine_resolves_names_in_the_image(rules, user,
+                                                                                          monkeypatch):
+    """#51 item 7: `--docker-user NAME` (or a bare uid) passed as the user's own through the node's passwd,
+    but the engine resolves a name inside the image (where it can be uid 0) and gives a bare uid gid 0.
+    Submission refuses them (exit 2); a job file that carries one anyway is refused here, never run."""
+    monkeypatch.setattr(admin_rules.pwd, "getpwnam", lambda name: _passwd(name, 1001, 1001))
+    line = rules.refusal([], user, ME)
+    assert line is not None and line.startswith(f"docker_user {user}: not UID:GID;"), line
+
+
+def test_a_name_in_the_admins_list_is_the_nodes_user_with_its_own_group(rules, monkeypatch):
+    """The list is the node's file: its names are the node's users, compared as their uid:gid."""
+    monkeypatch.setattr(admin_rules.pwd, "getpwnam",
+                        lambda name: _passwd(name, 1700, 1800) if name == "etl" else (_ for _ in ()).throw(KeyError))
+    assert rules.refusal([], "1700:1800", ME) is None
+    assert rules.refusal([], "1700:0", ME) is not None
+
+
+def _passwd(name: str, uid: int, gid: int):
+    return pwd.struct_passwd((name, "x", uid, gid, "", "/", "/bin/sh"))
+
+
+def test_the_engine_mounts_the_path_that_was_checked_not_the_symlink(tmp_path, monkeypatch):
+    """#51 item 7: a mount was checked on its resolved path while `docker run` got the symlink, which its
+    owner can point elsewhere between the check and the run. The engine gets the resolved source."""
+    from tests.unit.core.support import make_job
+    from tony_airflow.core.executor.task import Executor
+    from tony_airflow.core.runtimes import TaskIdentity
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "container-executor.cfg").write_text(f"[docker]\n  docker.allowed.ro-mounts={scratch}\n")
+    link = tmp_path / "link"
+    link.symlink_to(scratch)
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path / "conf"))
+    monkeypatch.chdir(tmp_path)
+    job = make_job("worker:1", docker_image="tf:1", docker_mounts=[f"{link}:/in:ro"])
+    executor = Executor(job, TaskIdentity(type="worker", index=0, attempt=1, app_id="app_1"), None, "h")
+    assert executor._refused_by_admin() is None
+    plan = executor._container_plan("true", {}, None, [])
+    assert plan is not None
+    assert f"{scratch}:/in:ro" in plan.mounts and not any(m.startswith(f"{link}:") for m in plan.mounts)
 
 
 def test_the_jobs_own_local_input_and_output_are_the_jobs_and_its_mounts_are_the_admins(tmp_path, monkeypatch):
