@@ -78,18 +78,26 @@ def parser_markdown(parser: argparse.ArgumentParser, level: int = 2) -> str:
             subs += [(sub, helps.get(name, "")) for name, sub in action.choices.items()]
             continue
         if action.option_strings:
-            names = ", ".join(f"`{o}`" for o in action.option_strings)
+            names = ", ".join(f"`{o}`" for o in shown_options(action))
             value = "" if action.nargs == 0 else f"`{action.metavar or action.dest.upper()}`"
         else:
             names, value = f"`{action.metavar or action.dest}` (positional)", ""
         rows.append(f"| {names} | {value} | {_help(action)} |")
     if rows:
         out += ["| option | value | what it does |", "|---|---|---|", *rows, ""]
+    if parser.epilog:
+        out += [_cell(parser.epilog), ""]
     for sub, text in subs:
         if text:
             sub.description = sub.description or text
         out.append(parser_markdown(sub, level + 1))
     return "\n".join(out)
+
+
+def shown_options(action: argparse.Action) -> list[str]:
+    from tony_airflow.cli.common import shown_options as shown
+
+    return shown(action)
 
 
 def _parsers() -> dict[str, Callable[[], argparse.ArgumentParser]]:
@@ -108,7 +116,7 @@ def job_file_markdown() -> str:
     for key in sorted(JOB_FILE_KEYS | CREDENTIAL_KEYS):
         action = options.get(key)
         if action is not None:
-            rows.append(f"| `{key}` | {', '.join(f'`{o}`' for o in action.option_strings)} | {_help(action)} |")
+            rows.append(f"| `{key}` | {', '.join(f'`{o}`' for o in shown_options(action))} | {_help(action)} |")
         elif key in JOB_FILE_ONLY:
             rows.append(f"| `{key}` | | {_cell(JOB_FILE_ONLY[key])} |")
         else:

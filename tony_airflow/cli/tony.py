@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from tony_airflow.cli import common
-from tony_airflow.cli.common import OneLineParser, check_app_id, err
+from tony_airflow.cli.common import VERSION, OneLineParser, check_app_id, err
 from tony_airflow.errors import UsageError
 from tony_airflow.local.cluster.ha import DEFAULT_NAMESERVICE
 
@@ -158,7 +158,9 @@ def _tokens(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> OneLineParser:
-    parser = OneLineParser(prog="tony", description="TensorFlow on Apache Hadoop YARN.")
+    parser = OneLineParser(prog="tony", description="Training jobs (TensorFlow, PyTorch or any command) on Apache "
+                                                    "Hadoop YARN: submit, follow, logs, history, a local cluster.")
+    parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     cluster = sub.add_parser("cluster", help="the local YARN + HDFS (one host, or --nodes N)")
@@ -198,9 +200,9 @@ def build_parser() -> OneLineParser:
                                                             "name label)")
     cluster.add_argument("--docker", action="store_true",
                          help="make sure the Docker daemon runs (started with no bridge and no firewall rules "
-                              "if it does not), for jobs with --docker_image")
+                              "if it does not), for jobs with --docker-image")
     cluster.set_defaults(func=_cluster)
-    image = sub.add_parser("image", help="the image the tasks of --docker_image run in, built here")
+    image = sub.add_parser("image", help="the image the tasks of --docker-image run in, built here")
     image.add_argument("action", choices=("build",))
     image.add_argument("--engine", default="docker", help="docker (default) or podman")
     image.add_argument("--force", action="store_true", help="build again even when nothing changed")
@@ -234,7 +236,7 @@ def build_parser() -> OneLineParser:
 
 
 def run(argv: Sequence[str] | None) -> int:
-    return common.run(argv, build_parser)
+    return common.run(argv, build_parser, usage_when_bare=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

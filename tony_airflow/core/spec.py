@@ -38,6 +38,7 @@ from tony_airflow.core.spec_values import (
     parse_requirement,
     parse_seconds,
     size_text,
+    unknown_name,
 )
 from tony_airflow.errors import UsageError
 
@@ -447,7 +448,7 @@ def load_job_file(path: str) -> dict[str, Any]:
     allowed = JOB_FILE_KEYS | CREDENTIAL_KEYS
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise UsageError(f"conf: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+        raise unknown_name("conf", "field", unknown[0], allowed)
     return data
 
 
@@ -494,7 +495,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
     opts = {k: v for k, v in options.items() if v is not None}
     unknown = sorted(set(opts) - JOB_FILE_KEYS)
     if unknown:
-        raise UsageError(f"{unknown[0]}: unknown option; allowed: {', '.join(sorted(JOB_FILE_KEYS))}")
+        raise unknown_name(unknown[0], "option", unknown[0], JOB_FILE_KEYS)
 
     # Task types and counts: either a requirement string or a `tasks` mapping.
     per_type: dict[str, dict[str, Any]] = {}
@@ -506,7 +507,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
             body = {"instances": body} if isinstance(body, int) else dict(body or {})
             bad = sorted(set(body) - TASK_KEYS)
             if bad:
-                raise UsageError(f"tasks.{name}: unknown field {bad[0]!r}; allowed: {', '.join(sorted(TASK_KEYS))}")
+                raise unknown_name(f"tasks.{name}", "field", bad[0], TASK_KEYS)
             body["instances"] = parse_count(body.get("instances", 1), f"tasks.{name}.instances",
                                             maximum=MAX_INSTANCES)
             per_type[str(name)] = body
@@ -597,7 +598,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         raise UsageError(f"timeouts: expected a mapping with keys {', '.join(sorted(TIMEOUT_KEYS))}")
     for key, value in raw_timeouts.items():
         if key not in TIMEOUT_KEYS:
-            raise UsageError(f"timeouts: unknown key {key!r}; allowed: {', '.join(sorted(TIMEOUT_KEYS))}")
+            raise unknown_name("timeouts", "key", str(key), TIMEOUT_KEYS)
         setattr(timeouts, key, parse_seconds(value, f"timeout ({key})"))
 
     elastic = _elastic_option(opts.get("elastic"))

@@ -89,7 +89,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     :param elastic: PyTorch: ``"MIN:MAX"`` workers; a lost worker's container is replaced without restarting
         the others (MAX is the number of workers)
     :param application_name: the YARN application name (``ytf-submit -n``)
-    :param node_label: YARN node label, ``"LABEL"`` or ``"TYPE:LABEL"`` (``--node_label``)
+    :param node_label: YARN node label, ``"LABEL"`` or ``"TYPE:LABEL"`` (``--node-label``)
     :param env: environment variables for every task (``--env``)
     :param max_attempts: whole-cluster attempts (``--max-attempts``, default 1)
     :param max_free_retries: retries after a preemption or a lost host that do not count as attempts
