@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -112,7 +113,7 @@ class Timeouts:
 class JobSpec:
     tasks: dict[str, TaskSpec]
     command: str = ""
-    name: str = "TensorFlow"
+    name: str = "tensorflow"  # build_job_spec: default_job_name of the framework and command
     queue: str = "default"
     tags: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -385,6 +386,24 @@ class JobSpec:
                                  f"{where}; the cluster has {have_mem / 1024:.1f} GiB and {have_vc} vcores there")
 
 
+def default_job_name(framework: str, type_commands: Mapping[str, str] | None = None, command: Any = None) -> str:
+    """What YARN and the history call a job given no name: its framework (`tensorflow`, `pytorch`), or for a
+    `generic` job the program its command runs (`python3 train.py` -> `python3`, `/opt/run.sh x` -> `run.sh`).
+    The seed's fixed `TensorFlow` named every PyTorch job TensorFlow."""
+    if framework != "generic":
+        return framework
+    text = str(command or next(iter((type_commands or {}).values()), "")).strip()
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    first = next((w for w in words if not ENV_ASSIGNMENT.match(w) and w not in ("exec", "env")), "")
+    return first.rstrip("/").rsplit("/", 1)[-1] or "generic"
+
+
+ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")  # `FOO=1 python3 x.py`: the program is python3
+
+
 def default_role(type_name: str) -> str:
     if type_name in DEFAULT_UNTRACKED:
         return "untracked"
@@ -605,7 +624,8 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
     spec = JobSpec(
         tasks=tasks,
         command=str(opts.get("command") or ""),
-        name=str(opts.get("name", "TensorFlow")),
+        name=str(opts["name"]) if "name" in opts else default_job_name(str(opts.get("framework", "tensorflow")),
+                                                                        type_commands, opts.get("command")),
         queue=str(opts.get("queue", "default")),
         tags=_as_list(opts.get("tags"), "tags"),
         env={str(k): str(v) for k, v in env.items()},

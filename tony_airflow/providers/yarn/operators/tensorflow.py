@@ -62,9 +62,10 @@ def status_word(report: ApplicationReport) -> str:
 
 
 class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
-    """Submit a distributed TensorFlow job to YARN and (by default) wait for it.
+    """Submit a distributed training job (TensorFlow, PyTorch or any command: ``framework``) to YARN and (by
+    default) wait for it.
 
-    :param command: the command every task runs (DTF_* and TF_CONFIG are set for it)
+    :param command: the command every task runs (DTF_* and the framework's variables, such as TF_CONFIG, are set)
     :param cluster_requirement: task types and counts, e.g. ``"ps:1,worker:2"``
     :param tasks: instead of ``cluster_requirement``, a mapping ``type -> {instances, memory, vcores,
         gpus, node_label, command}``
