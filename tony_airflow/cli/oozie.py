@@ -39,7 +39,8 @@ def run_action(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def build_parser() -> OneLineParser:
     """`tony-oozie`, the action's entry point (also the docs' reference)."""
     p = OneLineParser(prog="tony-oozie", description="Oozie action entry point: submit, wait, and "
-                                                     "print key=value lines for <capture-output/>.")
+                                                     "print key=value lines for <capture-output/>.",
+                      epilog=ALIASES_NOTE)
     add_job_options(p)
     p.set_defaults(func=lambda a: run_action(a, os.environ))
     return p
