@@ -105,7 +105,10 @@ def _logs(args: argparse.Namespace) -> int:
     if not args.task:
         if args.attempt is not None:
             raise UsageError("attempt: needs --task; allowed: --task TYPE:INDEX --attempt N")
-        return logs.print_logs(app_id)
+        if args.all_files:
+            raise UsageError("all-files: needs --task; allowed: --task TYPE:INDEX --all-files, or --raw for "
+                             "every file of every container")
+        return logs.print_logs(app_id) if args.raw else _task_output(app_id)
     if not TASK.fullmatch(args.task):
         raise UsageError(f"task: {args.task!r} is malformed; allowed: TYPE:INDEX such as worker:0")
     from tony_airflow.core.history import reader
@@ -133,6 +136,26 @@ def _logs(args: argparse.Namespace) -> int:
         pattern = None if args.all_files else logs.TASK_LOG_PATTERN
         code = logs.print_logs(app_id, run.container_id, pattern) or code
     return code
+
+
+def _task_output(app_id: str) -> int:
+    """Every task's own output, `[worker:0]` before each line, in task order, attempt by attempt."""
+    import tempfile
+    from pathlib import Path
+
+    from tony_airflow.core.task_logs import OUTPUT_FILES_PATTERN, labelled, spool
+    from tony_airflow.yarn import logs
+
+    with tempfile.TemporaryDirectory(prefix="tony-logs-") as spool_dir:
+        outputs = spool(logs.log_lines(app_id, None, OUTPUT_FILES_PATTERN, timeout=600), Path(spool_dir))
+        if not outputs:
+            print(f"error: no task output of {app_id} yet (no task's command has started, or YARN has not "
+                  f"aggregated its logs); `tony logs {app_id} --raw` prints every file YARN has", file=sys.stderr)
+            return 1
+        for line in labelled(outputs):
+            print(line)
+    sys.stdout.flush()
+    return 0
 
 
 def add_parsers(sub: Any) -> None:
@@ -164,8 +187,11 @@ def add_parsers(sub: Any) -> None:
     for action in (listing, show, serve, purge):
         history_dir_option(action, argparse.SUPPRESS)
 
-    logs = sub.add_parser("logs", help="an application's container logs, or one task's (--task)")
+    logs = sub.add_parser("logs", help="the tasks' own output, labelled [worker:0], in task order and attempt by "
+                                       "attempt; one task's container logs (--task); YARN's whole dump (--raw)")
     logs.add_argument("application_id")
+    logs.add_argument("--raw", action="store_true",
+                      help="every log file of every container, as `yarn logs` prints them")
     logs.add_argument("--task", help="TYPE:INDEX, e.g. worker:0: that task's container(s), one per attempt")
     logs.add_argument("--attempt", type=int, help="with --task: only this attempt")
     logs.add_argument("--all-files", action="store_true",

@@ -219,9 +219,7 @@ def submit_and_wait(args: argparse.Namespace) -> int:
     follow = (sys.stdout.isatty() if args.follow is None else args.follow) and not job.client_mode
     outcome = run_to_completion(job, submitted, log=sys.stderr, out=sys.stdout, client_factory=make_client,
                                 while_running=local_tasks, follow=follow)
-    if outcome.final_status == "SUCCEEDED" and not outcome.terminated:
-        print(f"{outcome.application_id} SUCCEEDED", flush=True)
-    return outcome.exit_code
+    return outcome.exit_code  # the runner said how it ended, once
 
 
 def add_submit_options(p: argparse.ArgumentParser) -> None:

@@ -103,6 +103,7 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                 handle = client.submit(job, validated=True)
             outcome = Outcome(handle.app_id, "UNDEFINED")
             live: LiveOutput | None = None
+            printer: ProgressPrinter | None = None
             try:
                 for s in stoppable:
                     signal.signal(s, _raise_terminated)
@@ -111,12 +112,14 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                     raise Terminated(held.name)
                 if while_running is not None:
                     while_running(handle)
-                live = _live_output(client, out or log) if follow else None
-                report = handle.wait(on_change=ProgressPrinter(handle.app_id, stream=log, out=out or log,
-                                                               tensorboard=job.tensorboard), on_poll=live)
+                printer = ProgressPrinter(handle.app_id, stream=log, out=out or log, tensorboard=job.tensorboard)
+                live = _live_output(client, printer, out or log) if follow else None
+                report = handle.wait(on_change=printer, on_poll=live)
             except Terminated as why:
                 for s in stoppable:
                     signal.signal(s, signal.SIG_IGN)
+                if printer is not None:
+                    printer.clear()
                 print(f"{why}: killing {handle.app_id}", file=log, flush=True)
                 report = _kill_and_wait(handle)
                 outcome.terminated_by = str(why)
@@ -135,8 +138,11 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
             signal.signal(sig, handler)
     if on_outcome is not None:
         on_outcome(outcome)
+    # the end, said once, after the failing task's last lines
     if outcome.final_status != "SUCCEEDED":
         print(failure_line(outcome.application_id, outcome.final_status, outcome.diagnostics), file=log, flush=True)
+    elif not outcome.terminated:
+        print(f"{outcome.application_id} SUCCEEDED", file=out or log, flush=True)
     return outcome
 
 
@@ -165,9 +171,9 @@ def _running_with(client: TonyClient, identity: Sequence[str], log: TextIO, job:
     return client.handle(earlier.id)
 
 
-def _live_output(client: TonyClient, out: TextIO) -> LiveOutput:
+def _live_output(client: TonyClient, printer: ProgressPrinter, out: TextIO) -> LiveOutput:
     def emit(line: str) -> None:
-        print(line, file=out, flush=True)
+        printer.above(line, out)  # above the live progress line, never glued onto it
     return LiveOutput(emit, auth=client.rm.auth, conf_dir=str(client.cluster.conf_dir))
 
 
