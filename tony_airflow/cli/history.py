@@ -76,16 +76,28 @@ def _purge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
+# libraries that log each request they send at INFO: the server's page views ask the RM and WebHDFS, and a
+# line per request buried the purges and failures (issue #53 item 7)
+CHATTY_LOGGERS = ("httpx", "httpcore", "urllib3", "requests_kerberos", "fsspec")
+
+
+def server_logging() -> None:
+    """INFO for the server's own lines (the URL, purges, failures), WARNING for the HTTP clients under it."""
     import logging
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _serve(args: argparse.Namespace) -> int:
     from tony_airflow.core.history import web
 
     max_age = parse_age(args.max_age) if args.max_age != "0" else None
     interval = parse_age(args.purge_interval, "purge-interval")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"port: {args.port} is out of range; allowed: 0..65535")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server_logging()
     app = web.build_app(_store(args), _rm(), max_age, interval)
 
     def ready(url: str) -> None:

@@ -118,7 +118,7 @@ def _status(args: argparse.Namespace) -> int:
     from tony_airflow.core.presentation import progress_text
 
     client = TonyClient()
-    report = client.rm.application(check_app_id(args.application_id))
+    report = _known(client, check_app_id(args.application_id))
     print(f"{report.id} {report.state} {report.final_status}")
     if not report.is_terminal:  # the AM's progress: attempt, phase, and why the gang waits
         print(progress_text(report.id, report, client.handle(report.id).progress(report)))
@@ -128,12 +128,26 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _known(client, app_id: str):
+    """The RM's report of `app_id`; an id it does not know is bad input in one line, not the RM's Java
+    exception (`java.lang.Exception: app with id: … not found`)."""
+    from tony_airflow.yarn.rest import ResourceManagerError
+
+    try:
+        return client.rm.application(app_id)
+    except ResourceManagerError as exc:
+        if exc.status != 404:
+            raise
+        raise UsageError(f"application_id: {app_id} is not known to the ResourceManager; allowed: an application "
+                         "of this cluster (`tony history`, `yarn application -list -appStates ALL`)") from None
+
+
 def _kill(args: argparse.Namespace) -> int:
     from tony_airflow.core.client import TonyClient
 
     client = TonyClient()
     app_id = check_app_id(args.application_id)
-    report = client.rm.application(app_id)
+    report = _known(client, app_id)
     if report.is_terminal:
         print(f"{app_id} already ended: {report.state} {report.final_status}")
         return 0
