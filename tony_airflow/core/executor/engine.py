@@ -226,12 +226,18 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(argv, 1, "", f"Error: {argv[1]} {argv[2]} did not answer in {timeout:.0f}s")
 
 
+def plan_type(task: str) -> str:
+    """"worker:0" -> "worker"."""
+    return task.rpartition(":")[0] or task
+
+
 def explain_exit(code: int, stderr_tail: str, plan: ContainerPlan, host: str, task: str) -> str:
     """One line when the engine (not the command) ended the task: a container it could not start, an image
     without a shell, the memory limit; '' when the exit code is the command's own."""
     if OOM_MARK in stderr_tail:
         return (f"{task}: the command went over its container's memory limit ({plan.memory_mb} MiB) on {host} "
-                f"and the kernel killed it (exit code {code}); allowed: more task_memory")
+                f"and the kernel killed it (exit code {code}); allowed: more memory, -m {plan_type(task)}:<MiB> "
+                "(task_memory)")
     if code not in (125, 126, 127) or not any(_ENGINE_ERROR.match(line.strip()) for line in stderr_tail.splitlines()):
         return ""
     reason = _engine_line(stderr_tail)
