@@ -70,3 +70,21 @@ def test_a_succeeding_job_on_a_terminal_says_its_end_once(local_cluster, rm):
     drawn = [part for part in re.split(r"\r\x1b\[K", raw) if part.startswith(app_id)]
     finished = next((i for i, part in enumerate(drawn) if "· finished" in part), None)
     assert finished is None or not [p for p in drawn[finished:] if p.strip() == f"{app_id} RUNNING"], drawn
+
+
+def test_a_detached_job_is_followed_again(local_cluster, rm):
+    """Issue #53 item 7: after `--detach`, `tony follow APP` shows the job as ytf-submit would, to its end;
+    `tony logs -f APP` of the ended job gives the chief's output from YARN's logs and the same end."""
+    detached = subprocess.run([str(BIN / "ytf-submit"), "--detach", "-r", "worker:1", "-m", "384",
+                               "echo one; sleep 6; echo two"], capture_output=True, text=True, timeout=120)
+    assert detached.returncode == 0, detached.stderr
+    app_id = _app_id(detached.stdout.splitlines())
+    assert f"follow it with `tony follow {app_id}`" in detached.stdout
+    followed = subprocess.run([str(BIN / "tony"), "follow", app_id], capture_output=True, text=True, timeout=300)
+    assert followed.returncode == 0, followed.stderr
+    lines = followed.stdout.splitlines()
+    assert [line for line in lines if line.startswith("[worker:0] ")] == ["[worker:0] one", "[worker:0] two"], lines
+    assert lines[-1] == f"{app_id} SUCCEEDED", lines
+    again = subprocess.run([str(BIN / "tony"), "logs", "-f", app_id], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-3:] == ["[worker:0] one", "[worker:0] two", f"{app_id} SUCCEEDED"], again.stdout

@@ -109,6 +109,20 @@ def check_app_id(app_id: str) -> str:
     return app_id
 
 
+def known_report(client, app_id: str):
+    """The RM's report of `app_id`; an id it does not know is bad input in one line, not the RM's Java
+    exception (`java.lang.Exception: app with id: … not found`)."""
+    from tony_airflow.yarn.rest import ResourceManagerError
+
+    try:
+        return client.rm.application(app_id)
+    except ResourceManagerError as exc:
+        if exc.status != 404:
+            raise
+        raise UsageError(f"application_id: {app_id} is not known to the ResourceManager; allowed: an application "
+                         "of this cluster (`tony history`, `yarn application -list -appStates ALL`)") from None
+
+
 def run(argv: Sequence[str] | None, parser_factory: Callable[[], argparse.ArgumentParser],
         usage_when_bare: bool = False) -> int:
     """Parse and dispatch; map errors onto exit codes with one line on stderr. A command that needs arguments

@@ -114,6 +114,17 @@ def _logs(args: argparse.Namespace) -> int:
     from tony_airflow.yarn import logs
 
     app_id = check_app_id(args.application_id)
+    if args.follow:
+        if args.task or args.raw or args.all_files or args.attempt is not None:
+            raise UsageError("follow: follows the chief's (or worker 0's) output alone; allowed: -f without "
+                             "--task, --attempt, --raw and --all-files")
+        from tony_airflow.cli.common import known_report
+        from tony_airflow.core.client import TonyClient
+        from tony_airflow.core.runner import follow_job
+
+        client = TonyClient()
+        known_report(client, app_id)
+        return follow_job(client, app_id).exit_code
     if not args.task:
         if args.attempt is not None:
             raise UsageError("attempt: needs --task; allowed: --task TYPE:INDEX --attempt N")
@@ -202,6 +213,8 @@ def add_parsers(sub: Any) -> None:
     logs = sub.add_parser("logs", help="the tasks' own output, labelled [worker:0], in task order and attempt by "
                                        "attempt; one task's container logs (--task); YARN's whole dump (--raw)")
     logs.add_argument("application_id")
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="follow a running job as ytf-submit does (the same as `tony follow`)")
     logs.add_argument("--raw", action="store_true",
                       help="every log file of every container, as `yarn logs` prints them")
     logs.add_argument("--task", help="TYPE:INDEX, e.g. worker:0: that task's container(s), one per attempt")

@@ -15,6 +15,7 @@ from typing import Any
 
 from tony_airflow.cli.common import ALIASES_NOTE, VERSION, OneLineParser, run, spellings
 from tony_airflow.core.client import JobHandle, TonyClient
+from tony_airflow.core.presentation import tensorboard_url
 from tony_airflow.core.runner import run_to_completion
 from tony_airflow.core.spec import CREDENTIAL_KEYS, build_job_spec, load_job_file
 from tony_airflow.core.spec_values import parse_env_pairs
@@ -202,8 +203,12 @@ def submit_and_wait(args: argparse.Namespace) -> int:
         with make_client() as client:
             handle = client.submit(job)
             print(f"Submitted application {handle.app_id}", flush=True)
-            print(f"Tracking URL: {handle.status().tracking_url or '(once the AM starts)'}", flush=True)
-            print(f"Left running (--detach): stop it with `tony kill {handle.app_id}`", flush=True)
+            tracking = handle.status().tracking_url
+            print(f"Tracking URL: {tracking or '(once the AM starts)'}", flush=True)
+            if job.tensorboard:
+                print(f"TensorBoard: {tensorboard_url(tracking) if tracking else '(once the AM starts)'}", flush=True)
+            print(f"Left running (--detach): follow it with `tony follow {handle.app_id}`, stop it with "
+                  f"`tony kill {handle.app_id}`", flush=True)
             return 0
 
     def submitted(app_id: str) -> None:

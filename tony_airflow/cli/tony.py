@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from tony_airflow.cli import common
-from tony_airflow.cli.common import VERSION, OneLineParser, check_app_id, err
+from tony_airflow.cli.common import VERSION, OneLineParser, check_app_id, err, known_report
 from tony_airflow.errors import UsageError
 from tony_airflow.local.cluster.ha import DEFAULT_NAMESERVICE
 
@@ -118,7 +118,7 @@ def _status(args: argparse.Namespace) -> int:
     from tony_airflow.core.presentation import progress_text
 
     client = TonyClient()
-    report = _known(client, check_app_id(args.application_id))
+    report = known_report(client, check_app_id(args.application_id))
     print(f"{report.id} {report.state} {report.final_status}")
     if not report.is_terminal:  # the AM's progress: attempt, phase, and why the gang waits
         print(progress_text(report.id, report, client.handle(report.id).progress(report)))
@@ -128,32 +128,28 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _known(client, app_id: str):
-    """The RM's report of `app_id`; an id it does not know is bad input in one line, not the RM's Java
-    exception (`java.lang.Exception: app with id: … not found`)."""
-    from tony_airflow.yarn.rest import ResourceManagerError
-
-    try:
-        return client.rm.application(app_id)
-    except ResourceManagerError as exc:
-        if exc.status != 404:
-            raise
-        raise UsageError(f"application_id: {app_id} is not known to the ResourceManager; allowed: an application "
-                         "of this cluster (`tony history`, `yarn application -list -appStates ALL`)") from None
-
-
 def _kill(args: argparse.Namespace) -> int:
     from tony_airflow.core.client import TonyClient
 
     client = TonyClient()
     app_id = check_app_id(args.application_id)
-    report = _known(client, app_id)
+    report = known_report(client, app_id)
     if report.is_terminal:
         print(f"{app_id} already ended: {report.state} {report.final_status}")
         return 0
     client.kill(app_id)
     print(f"{app_id} killed")
     return 0
+
+
+def _follow(args: argparse.Namespace) -> int:
+    from tony_airflow.core.client import TonyClient
+    from tony_airflow.core.runner import follow_job
+
+    client = TonyClient()
+    app_id = check_app_id(args.application_id)
+    known_report(client, app_id)
+    return follow_job(client, app_id).exit_code
 
 
 def _tokens(args: argparse.Namespace) -> int:
@@ -233,7 +229,9 @@ def build_parser() -> OneLineParser:
                             "--help`); jar: DIR; server: up, down or status [--state-dir DIR]")
     oozie.set_defaults(func=_oozie)
     for name, func, text in (("status", _status, "show an application's state"),
-                             ("kill", _kill, "kill a running application")):
+                             ("kill", _kill, "kill a running application"),
+                             ("follow", _follow, "follow a running job (after --detach): its progress and the "
+                                                 "chief's output to its end; Ctrl-C leaves it running")):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("application_id")
         cmd.set_defaults(func=func)

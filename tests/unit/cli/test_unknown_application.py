@@ -24,9 +24,9 @@ def rm(tmp_path, monkeypatch):
     rm.stop()
 
 
-@pytest.mark.parametrize("command", ["kill", "status"])
+@pytest.mark.parametrize("command", [["kill"], ["status"], ["follow"], ["logs", "-f"]])
 def test_an_unknown_application_is_one_line_and_exit_2(rm, command, capsys):
-    code = cli.run([command, "application_1_9999"])
+    code = cli.run([*command, "application_1_9999"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert err[0] == ("error: application_id: application_1_9999 is not known to the ResourceManager; allowed: an "
@@ -54,3 +54,34 @@ def test_the_history_server_does_not_log_each_rm_request(rm, caplog):
     finally:
         for name in ("httpx", "httpcore", "urllib3", "requests_kerberos", "fsspec"):
             logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def test_detach_names_tensorboard_and_how_to_follow(tmp_path, monkeypatch, capsys):
+    """`--detach` with -t: the TensorBoard link, and `tony follow APP` to see the job again."""
+    from types import SimpleNamespace
+
+    from tony_airflow.cli import submit
+
+    class Client:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, job):
+            status = SimpleNamespace(tracking_url="http://rm:8088/proxy/application_1_0007/")
+            return SimpleNamespace(app_id="application_1_0007", status=lambda: status)
+
+    monkeypatch.setattr(submit, "TonyClient", Client)
+    code = cli.run(["submit", "--detach", "-r", "worker:1", "-t", "-o", str(tmp_path), "x"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out == ["Submitted application application_1_0007",
+                   "Tracking URL: http://rm:8088/proxy/application_1_0007/",
+                   "TensorBoard: http://rm:8088/proxy/application_1_0007/pages/tensorboard/",
+                   "Left running (--detach): follow it with `tony follow application_1_0007`, stop it with "
+                   "`tony kill application_1_0007`"]
