@@ -163,7 +163,7 @@ def _tail(task: TaskView) -> str:
 
 # YARN's words when a container went over its memory: "running beyond physical memory limits" (Hadoop 2 and 3.3),
 # "running 1.6G beyond the 'PHYSICAL' memory limit" (3.4), and the virtual-memory check's own
-OVER_MEMORY = re.compile(r"beyond .*memory limit", re.IGNORECASE)
+OVER_MEMORY = re.compile(r"beyond .*memory limit|physical memory used", re.IGNORECASE)
 
 
 def failure_line(task: TaskView) -> str:
