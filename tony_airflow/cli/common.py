@@ -53,9 +53,6 @@ class HelpFormatter(argparse.HelpFormatter):
             return names
         return f"{names} {self._format_args(action, self._get_default_metavar_for_optional(action))}"
 
-    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
-        return "V" if action.metavar is None else str(action.metavar)
-
 
 def _all_options(parser: argparse.ArgumentParser) -> Iterator[str]:
     """Every option string of a parser and of its subcommands."""
