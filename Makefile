@@ -42,9 +42,11 @@ docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 ## make docs-screenshots: the guides' pictures (docs/images/*.png), taken by the e2e tests that look at each view
-## in the real headless browser (the AM's job page, TensorBoard, the history UI, Airflow's task page); commit them.
+## in the real headless browser (the AM's job page, TensorBoard, the history UI, Airflow's task page, the built
+## site's reference pages); commit them.
 docs-screenshots: $(TEST_STAMP) browser
 	TONY_DOCS_SCREENSHOTS=1 $(BIN)/python -m pytest -p no:cacheprovider tests/e2e/test_tensorboard.py \
+		tests/e2e/test_docs_site.py \
 		tests/e2e/test_history.py::test_history_web_ui_in_a_real_browser \
 		"tests/e2e/test_airflow_deployment.py::test_the_example_pipeline_defers_streams_its_training_and_feeds_the_model_asset"
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import html
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,10 @@ AREAS = (("providers/", "Airflow"), ("engines/azkaban", "Azkaban"), ("cli/azkaba
          ("engines/oozie", "Oozie"), ("cli/oozie", "Oozie"), ("local/cluster/", "the local cluster"),
          ("local/containers/", "images and container engines"), ("yarn/", "the Hadoop client: configuration, Kerberos"),
          ("core/history", "history"), ("cli/history", "history"), ("", "the job: options, job file, operator"))
-MARK = re.compile(r"^<!-- reference: (?P<name>[\w:-]+) -->$", re.MULTILINE)
+# the marker, and the line below it that a reader on GitHub sees instead of the tables (the build drops it)
+MARK = re.compile(r"^<!-- reference: (?P<name>[\w:-]+) -->$(?:\n(?P<note>> On GitHub: .*)$)?", re.MULTILINE)
+GITHUB_NOTE = ("> On GitHub: the table here is generated from the code when the site is built "
+               "(`make docs`, then open `site/{page}/index.html`).")
 
 # job-file keys that no ytf-submit option of the same name sets: what they hold
 JOB_FILE_ONLY = {
@@ -44,6 +48,14 @@ JOB_FILE_ONLY = {
 
 
 def _cell(text: str) -> str:
+    """One table cell of prose: one line, `|` escaped, and `<`, `>`, `&` outside code spans as entities, or the
+    browser takes `<n>` for a tag and shows `GPUs: '' or ':'` (issue #53 item 1)."""
+    parts = " ".join(text.split()).replace("|", "\\|").split("`")
+    return "`".join(html.escape(p, quote=False) if i % 2 == 0 else p for i, p in enumerate(parts))
+
+
+def _code_cell(text: str) -> str:
+    """One table cell shown as code: markdown escapes a code span's `<` itself."""
     return " ".join(text.split()).replace("|", "\\|")
 
 
@@ -78,18 +90,26 @@ def parser_markdown(parser: argparse.ArgumentParser, level: int = 2) -> str:
             subs += [(sub, helps.get(name, "")) for name, sub in action.choices.items()]
             continue
         if action.option_strings:
-            names = ", ".join(f"`{o}`" for o in action.option_strings)
+            names = ", ".join(f"`{o}`" for o in shown_options(action))
             value = "" if action.nargs == 0 else f"`{action.metavar or action.dest.upper()}`"
         else:
             names, value = f"`{action.metavar or action.dest}` (positional)", ""
         rows.append(f"| {names} | {value} | {_help(action)} |")
     if rows:
         out += ["| option | value | what it does |", "|---|---|---|", *rows, ""]
+    if parser.epilog:
+        out += [_cell(parser.epilog), ""]
     for sub, text in subs:
         if text:
             sub.description = sub.description or text
         out.append(parser_markdown(sub, level + 1))
     return "\n".join(out)
+
+
+def shown_options(action: argparse.Action) -> list[str]:
+    from tony_airflow.cli.common import shown_options as shown
+
+    return shown(action)
 
 
 def _parsers() -> dict[str, Callable[[], argparse.ArgumentParser]]:
@@ -108,7 +128,7 @@ def job_file_markdown() -> str:
     for key in sorted(JOB_FILE_KEYS | CREDENTIAL_KEYS):
         action = options.get(key)
         if action is not None:
-            rows.append(f"| `{key}` | {', '.join(f'`{o}`' for o in action.option_strings)} | {_help(action)} |")
+            rows.append(f"| `{key}` | {', '.join(f'`{o}`' for o in shown_options(action))} | {_help(action)} |")
         elif key in JOB_FILE_ONLY:
             rows.append(f"| `{key}` | | {_cell(JOB_FILE_ONLY[key])} |")
         else:
@@ -171,7 +191,7 @@ def refusals() -> list[tuple[str, str, str]]:
 
 
 def refusals_markdown() -> str:
-    rows = [f"| {area} | {_code(_cell(line))} | `{module}` |" for area, module, line in refusals()]
+    rows = [f"| {area} | {_code(_code_cell(line))} | `{module}` |" for area, module, line in refusals()]
     return "\n".join(["| where | the line (after `error: `; … is a value of yours) | module |", "|---|---|---|",
                       *rows, ""])
 
@@ -188,5 +208,20 @@ def render(name: str) -> str:
     return makers[name]()
 
 
-def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    return MARK.sub(lambda m: render(m.group("name")), markdown)
+def github_note(src_uri: str) -> str:
+    """The line under a marker that tells a reader of the markdown (on GitHub) where the tables are."""
+    return GITHUB_NOTE.format(page=src_uri.removesuffix(".md"))
+
+
+def expand(markdown: str, src_uri: str) -> str:
+    """Every marker replaced by its tables; a marker without the GitHub line under it fails the build."""
+    def one(match: re.Match[str]) -> str:
+        if match.group("note") != github_note(src_uri):
+            raise ValueError(f"{src_uri}: the line under <!-- reference: {match.group('name')} --> must be "
+                             f"{github_note(src_uri)!r} (what a reader on GitHub sees instead of the tables)")
+        return render(match.group("name"))
+    return MARK.sub(one, markdown)
+
+
+def on_page_markdown(markdown: str, page: Any = None, **kwargs: Any) -> str:
+    return expand(markdown, page.file.src_uri if page is not None else "")

@@ -6,6 +6,7 @@ that environment's Python too."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def test_the_bare_package_has_no_airflow_and_runs_jobs_from_the_command_line_and
     submitted = _run(bare, "ytf-submit", "-r", "worker:1", "-m", "384", "-n", "bare-cli", "--python", python,
                      "--env", "SLEEP_S=1", "-s", str(PAYLOADS / "sleep.py"), "python3 ${DTF_TASK_SCRIPT}")
     assert submitted.returncode == 0, submitted.stderr[-2000:]
-    assert "FINISHED SUCCEEDED" in submitted.stdout + submitted.stderr
+    assert re.search(r"application_\d+_\d+ SUCCEEDED\n", submitted.stdout), submitted.stdout
 
     props = tmp_path / "train.job"
     props.write_text(f"type=tensorflow\ncluster_requirement=worker:1\ntask_memory=384\npython={python}\n"

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.e2e.browser import chromium, screenshot
-from tests.e2e.helpers import BIN, PAYLOADS, wait_terminal, ytf_submit
+from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, wait_terminal, ytf_submit
 from tony_airflow.core.history.store import EVENTS, IN_PROGRESS, HistoryStore
 
 HISTORY = "/tmp/e2e/tony-history"
@@ -85,6 +85,30 @@ def test_logs_of_a_task_show_its_stderr(failed_job):
     bad = tony("logs", failed_job, "--task", "worker:7", "--history-dir", HISTORY)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert "task: worker:7 is not a task of" in bad.stderr
+
+
+def test_logs_of_a_job_are_its_tasks_output_labelled_in_task_order(failed_job, rm):
+    """Issue #53 item 2: `tony logs APP` is what the tasks printed, `[worker:0]` before each line, in task
+    order, attempt by attempt; YARN's whole dump (launch scripts, directory listings) only with --raw."""
+    aggregated_logs(rm, failed_job)  # the job has ended: its files are read back from HDFS
+    shown = tony("logs", failed_job)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert all(line.startswith(("==> attempt ", "[worker:0] ", "[worker:1] ")) for line in lines), lines
+    expected = ["==> attempt 1 <==",
+                "[worker:0] worker:0 attempt 1 starts; DB_PASSWORD as given: True",
+                "[worker:1] worker:1 attempt 1 starts; DB_PASSWORD as given: True",
+                "[worker:1] worker:1 breaks in attempt 1: simulated data error",
+                "==> attempt 2 <==",
+                "[worker:0] worker:0 attempt 2 starts; DB_PASSWORD as given: True",
+                "[worker:0] worker:0 breaks in attempt 2: simulated data error",
+                "[worker:1] worker:1 attempt 2 starts; DB_PASSWORD as given: True"]
+    assert [line for line in lines if line in expected] == expected, shown.stdout
+    raw = tony("logs", failed_job, "--raw")
+    assert raw.returncode == 0 and "launch_container.sh" in raw.stdout and "LogType:" in raw.stdout
+    assert len(raw.stdout.splitlines()) > 5 * len(lines)
+    unknown = tony("logs", "application_1_999999")
+    assert unknown.returncode == 1 and unknown.stderr.count("\n") == 1 and "no task output" in unknown.stderr
 
 
 def test_history_web_ui_in_a_real_browser(failed_job, tmp_path):

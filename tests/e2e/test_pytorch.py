@@ -41,6 +41,24 @@ def test_a_master_and_two_workers_train_the_digits_with_ddp_into_hdfs(local_clus
     assert f"{out}/checkpoint.pt" in webhdfs().find(out)
 
 
+def test_the_minimal_example_of_the_pytorch_page_runs_as_written(local_cluster, rm, tmp_path):
+    """Issue #53 item 6: docs/pytorch.md's own `train.py` and command, taken from the page, on YARN."""
+    import re
+
+    page = (ROOT / "docs" / "pytorch.md").read_text()
+    (tmp_path / "train.py").write_text(re.search(r"```python\n(# train.py\n.*?)```", page, re.S).group(1))
+    command = re.search(r"```bash\n(ytf-submit -r worker:2 --framework pytorch -s train.py .*?)```", page, re.S)
+    argv = command.group(1).replace("\\\n", " ").split()  # type: ignore[union-attr]
+    assert argv[:7] == ["ytf-submit", "-r", "worker:2", "--framework", "pytorch", "-s", "train.py"], argv
+    out = "/tmp/e2e/torch-minimal"
+    proc, app_id = ytf_submit("-r", "worker:2", "--framework", "pytorch", "-s", str(tmp_path / "train.py"),
+                              "-o", f"hdfs://{out}", "--follow", "python3 ${DTF_TASK_SCRIPT}", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert re.search(r"^\[worker:0\] rank 0 of 2: loss \d+\.\d+$", proc.stdout, re.M), proc.stdout
+    assert f"{out}/model.pt" in webhdfs().find(out)
+    assert rm.application(app_id).name == "pytorch"  # item 4: named by its framework
+
+
 def test_the_torchrun_dag_runs_two_processes_in_each_of_two_containers_a_world_of_four(local_cluster, rm,
                                                                                          airflow_env):
     """dags_examples/tony_torch.py: the operator's framework="pytorch", nproc_per_node=2; the command is the

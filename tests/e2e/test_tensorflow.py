@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import tempfile
 import time
@@ -36,9 +37,11 @@ def _models_in_local_tmp(since: float) -> list[str]:
 def test_multi_worker_mirrored_two_workers(local_cluster, rm):
     out = "/tmp/e2e/mwms"
     started = time.time()
-    proc, app_id = ytf_submit("-r", "worker:2", "-o", f"hdfs://{out}", "-n", "mwms",
+    proc, app_id = ytf_submit("-r", "worker:2", "-o", f"hdfs://{out}", "-n", "mwms", "--follow",
                               "python3 -m tony_airflow.examples.digits_keras --epochs 4", timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # issue #53 item 6: where the model is, as the job named it, not the container's local mirror
+    assert re.search(rf"^\[worker:0\] test accuracy \S+; model written to hdfs://{out}$", proc.stdout, re.M), proc.stdout
     metrics = _metrics(out)
     assert metrics["workers"] == 2
     assert metrics["losses"][-1] < metrics["losses"][0] * 0.5, metrics["losses"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import docs_hooks
+from tony_airflow.cli.common import shown_options
 from tony_airflow.core import spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ def test_every_option_of_every_command_is_in_its_reference(command):
                 for sub in action.choices.values():
                     walk(sub)
             elif not isinstance(action, argparse._HelpAction):
-                missing.extend(o for o in action.option_strings if f"`{o}`" not in page)
+                missing.extend(o for o in shown_options(action) if f"`{o}`" not in page)
     walk(docs_hooks._parsers()[command]())
     assert not missing
 
@@ -58,10 +59,36 @@ def test_every_refusal_in_the_code_is_on_the_troubleshooting_page():
 
 
 def test_a_page_naming_an_unknown_reference_fails_the_build():
+    note = docs_hooks.github_note("x.md")
     with pytest.raises(ValueError, match="unknown"):
-        docs_hooks.on_page_markdown("<!-- reference: nothing -->\n")
+        docs_hooks.expand(f"<!-- reference: nothing -->\n{note}\n", "x.md")
     with pytest.raises(ValueError, match="no such command"):
-        docs_hooks.on_page_markdown("<!-- reference: cli:nothing -->\n")
+        docs_hooks.expand(f"<!-- reference: cli:nothing -->\n{note}\n", "x.md")
+
+
+def test_a_marker_without_the_line_a_github_reader_sees_fails_the_build():
+    """On GitHub a page shows its markdown, where the marker is an invisible comment: the line under it says
+    where the tables are; the build checks it is there and drops it."""
+    with pytest.raises(ValueError, match="must be '> On GitHub: "):
+        docs_hooks.expand("<!-- reference: job-file -->\n", "reference/job-file.md")
+    page = docs_hooks.expand(f"<!-- reference: job-file -->\n{docs_hooks.github_note('reference/job-file.md')}\n",
+                             "reference/job-file.md")
+    assert "On GitHub" not in page and "| `task_gpus` |" in page
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        src = path.relative_to(ROOT / "docs").as_posix()
+        for match in docs_hooks.MARK.finditer(path.read_text()):
+            assert match.group("note") == docs_hooks.github_note(src), (src, match.group("name"))
+
+
+@pytest.mark.parametrize("name", ["cli:ytf-submit", "cli:tony", "cli:tony-oozie", "cli:tony-oozie-workflow",
+                                  "job-file", "refusals"])
+def test_placeholders_reach_the_html_as_text(name):
+    """Issue #53 item 1: `<n>` in a help text is text, not a tag the browser drops ('' or ':')."""
+    import markdown
+
+    body = markdown.markdown(docs_hooks.render(name), extensions=["tables"])
+    assert "<n>" not in body and "<type>" not in body
+    assert "&lt;n&gt;" in body or "&lt;type&gt;" in body or "&lt;" in body, name
 
 
 def test_the_readme_is_a_front_page_whose_links_lead_to_pages():

@@ -76,16 +76,28 @@ def _purge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
+# libraries that log each request they send at INFO: the server's page views ask the RM and WebHDFS, and a
+# line per request buried the purges and failures (issue #53 item 7)
+CHATTY_LOGGERS = ("httpx", "httpcore", "urllib3", "requests_kerberos", "fsspec")
+
+
+def server_logging() -> None:
+    """INFO for the server's own lines (the URL, purges, failures), WARNING for the HTTP clients under it."""
     import logging
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _serve(args: argparse.Namespace) -> int:
     from tony_airflow.core.history import web
 
     max_age = parse_age(args.max_age) if args.max_age != "0" else None
     interval = parse_age(args.purge_interval, "purge-interval")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"port: {args.port} is out of range; allowed: 0..65535")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server_logging()
     app = web.build_app(_store(args), _rm(), max_age, interval)
 
     def ready(url: str) -> None:
@@ -102,10 +114,24 @@ def _logs(args: argparse.Namespace) -> int:
     from tony_airflow.yarn import logs
 
     app_id = check_app_id(args.application_id)
+    if args.follow:
+        if args.task or args.raw or args.all_files or args.attempt is not None:
+            raise UsageError("follow: follows the chief's (or worker 0's) output alone; allowed: -f without "
+                             "--task, --attempt, --raw and --all-files")
+        from tony_airflow.cli.common import known_report
+        from tony_airflow.core.client import TonyClient
+        from tony_airflow.core.runner import follow_job
+
+        client = TonyClient()
+        known_report(client, app_id)
+        return follow_job(client, app_id).exit_code
     if not args.task:
         if args.attempt is not None:
             raise UsageError("attempt: needs --task; allowed: --task TYPE:INDEX --attempt N")
-        return logs.print_logs(app_id)
+        if args.all_files:
+            raise UsageError("all-files: needs --task; allowed: --task TYPE:INDEX --all-files, or --raw for "
+                             "every file of every container")
+        return logs.print_logs(app_id) if args.raw else _task_output(app_id)
     if not TASK.fullmatch(args.task):
         raise UsageError(f"task: {args.task!r} is malformed; allowed: TYPE:INDEX such as worker:0")
     from tony_airflow.core.history import reader
@@ -133,6 +159,26 @@ def _logs(args: argparse.Namespace) -> int:
         pattern = None if args.all_files else logs.TASK_LOG_PATTERN
         code = logs.print_logs(app_id, run.container_id, pattern) or code
     return code
+
+
+def _task_output(app_id: str) -> int:
+    """Every task's own output, `[worker:0]` before each line, in task order, attempt by attempt."""
+    import tempfile
+    from pathlib import Path
+
+    from tony_airflow.core.task_logs import OUTPUT_FILES_PATTERN, labelled, spool
+    from tony_airflow.yarn import logs
+
+    with tempfile.TemporaryDirectory(prefix="tony-logs-") as spool_dir:
+        outputs = spool(logs.log_lines(app_id, None, OUTPUT_FILES_PATTERN, timeout=600), Path(spool_dir))
+        if not outputs:
+            print(f"error: no task output of {app_id} yet (no task's command has started, or YARN has not "
+                  f"aggregated its logs); `tony logs {app_id} --raw` prints every file YARN has", file=sys.stderr)
+            return 1
+        for line in labelled(outputs):
+            print(line)
+    sys.stdout.flush()
+    return 0
 
 
 def add_parsers(sub: Any) -> None:
@@ -164,8 +210,13 @@ def add_parsers(sub: Any) -> None:
     for action in (listing, show, serve, purge):
         history_dir_option(action, argparse.SUPPRESS)
 
-    logs = sub.add_parser("logs", help="an application's container logs, or one task's (--task)")
+    logs = sub.add_parser("logs", help="the tasks' own output, labelled [worker:0], in task order and attempt by "
+                                       "attempt; one task's container logs (--task); YARN's whole dump (--raw)")
     logs.add_argument("application_id")
+    logs.add_argument("-f", "--follow", action="store_true",
+                      help="follow a running job as ytf-submit does (the same as `tony follow`)")
+    logs.add_argument("--raw", action="store_true",
+                      help="every log file of every container, as `yarn logs` prints them")
     logs.add_argument("--task", help="TYPE:INDEX, e.g. worker:0: that task's container(s), one per attempt")
     logs.add_argument("--attempt", type=int, help="with --task: only this attempt")
     logs.add_argument("--all-files", action="store_true",

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tony_airflow.cli.common import OneLineParser, run
+from tony_airflow.cli.common import ALIASES_NOTE, OneLineParser, run, spellings
 from tony_airflow.cli.submit import add_job_options, job_from_args
 from tony_airflow.core.runner import run_to_completion
 from tony_airflow.engines import oozie
@@ -39,7 +39,8 @@ def run_action(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def build_parser() -> OneLineParser:
     """`tony-oozie`, the action's entry point (also the docs' reference)."""
     p = OneLineParser(prog="tony-oozie", description="Oozie action entry point: submit, wait, and "
-                                                     "print key=value lines for <capture-output/>.")
+                                                     "print key=value lines for <capture-output/>.",
+                      epilog=ALIASES_NOTE)
     add_job_options(p)
     p.set_defaults(func=lambda a: run_action(a, os.environ))
     return p
@@ -52,7 +53,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 def workflow_parser() -> OneLineParser:
     """`tony oozie workflow`: the generator's options and the job's (also the docs' reference)."""
     p = OneLineParser(prog="tony oozie workflow", description="Print an Oozie workflow (or one action) that "
-                                                              "runs the job given by the ytf-submit options.")
+                                                              "runs the job given by the ytf-submit options.",
+                       epilog=ALIASES_NOTE)
     add_job_options(p)
     add_generator_options(p)
     return p
@@ -62,24 +64,24 @@ def add_generator_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workflow")
     g.add_argument("--schema", choices=tuple(oozie.SCHEMAS), default="1.0",
                    help="workflow schema: 1.0 (Oozie 5, shell-action:1.0) or 0.5 (shell-action:0.3)")
-    g.add_argument("--action-only", action="store_true", help="print only the <action> to paste into a workflow")
-    g.add_argument("--action-type", choices=oozie.ACTION_TYPES, default="java",
+    g.add_argument(*spellings("--action-only"), action="store_true", help="print only the <action> to paste into a workflow")
+    g.add_argument(*spellings("--action-type"), choices=oozie.ACTION_TYPES, default="java",
                    help="java (default): tony-airflow's main class runs the job and a failure's one-line reason "
                         "is the action's error message; its jar (tony oozie jar DIR) goes in the application's "
                         "lib/ or --action-jar. shell: Oozie's shell action, no jar (its error message is only "
                         "ShellMain's exit code)")
-    g.add_argument("--action-jar", metavar="URI", help=f"where {oozie.JAR_NAME} is (shipped as a <file>), when it "
+    g.add_argument(*spellings("--action-jar"), metavar="URI", help=f"where {oozie.JAR_NAME} is (shipped as a <file>), when it "
                                                        "is not in the workflow application's lib/")
-    g.add_argument("--workflow-name", default="tony-train", help="the workflow-app name")
-    g.add_argument("--action-name", default="train", help="the action name (default: train)")
+    g.add_argument(*spellings("--workflow-name"), default="tony-train", help="the workflow-app name")
+    g.add_argument(*spellings("--action-name"), default="train", help="the action name (default: train)")
     g.add_argument("--ok", default="end", help="the node after success (default: end)")
     g.add_argument("--error", default="fail", help="the node after failure (default: fail)")
-    g.add_argument("--launcher-python", default="python3", help="the Python on the launcher node (default python3)")
-    g.add_argument("--launcher-env", help="a packed environment (venv-pack .tar.gz on HDFS) with tony-airflow, "
+    g.add_argument(*spellings("--launcher-python"), default="python3", help="the Python on the launcher node (default python3)")
+    g.add_argument(*spellings("--launcher-env"), help="a packed environment (venv-pack .tar.gz on HDFS) with tony-airflow, "
                                           "shipped as an <archive> and used instead of the node's Python")
     g.add_argument("--file", dest="files", action="append", default=[], metavar="URI",
                    help="a file shipped into the launcher's directory (<file>), e.g. the training script")
-    g.add_argument("--launcher-memory", type=int, default=1024, metavar="MB", help="launcher memory (default 1024)")
+    g.add_argument(*spellings("--launcher-memory"), type=int, default=1024, metavar="MB", help="launcher memory (default 1024)")
 
 
 def workflow_command(argv: Sequence[str]) -> int:

@@ -13,79 +13,118 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tony_airflow.cli.common import OneLineParser, run
+from tony_airflow.cli.common import ALIASES_NOTE, VERSION, OneLineParser, run, spellings
 from tony_airflow.core.client import JobHandle, TonyClient
+from tony_airflow.core.presentation import tensorboard_url
 from tony_airflow.core.runner import run_to_completion
 from tony_airflow.core.spec import CREDENTIAL_KEYS, build_job_spec, load_job_file
 from tony_airflow.core.spec_values import parse_env_pairs
 from tony_airflow.errors import UsageError
 from tony_airflow.yarn.kerberos import KerberosLogin
 
+GROUPS = ("the job", "resources (per task)", "placement", "code and environment", "input and output",
+          "containers", "retries and timeouts", "PyTorch")
+USAGE = "%(prog)s [options] -r TYPE:N[,TYPE:N...] TASK_COMMAND\n       %(prog)s [options] --conf JOB.yaml"
+
 
 def add_job_options(p: argparse.ArgumentParser) -> None:
-    """The job options shared by `ytf-submit`, `tony submit` and the Oozie generator."""
-    p.add_argument("task_command", nargs="?", help="the command every task runs (DTF_* variables are set)")
-    p.add_argument("-r", "--cluster_requirement", help="task types and counts, e.g. 'ps:1,worker:4'")
-    p.add_argument("-c", "--task_vcores", action="append",
-                   help="vcores: '<n>', '<type>:<n>' or '<type>[<index>]:<n>' (repeatable)")
-    p.add_argument("-m", "--task_memory", action="append",
-                   help="memory in MiB or with a unit: '2048', 'worker:4 GiB', 'worker[0]:8192' (repeatable)")
-    p.add_argument("--task_gpus", action="append", help="GPUs: '<n>' or '<type>:<n>' (repeatable)")
-    p.add_argument("--node_label", action="append", help="YARN node label: '<label>' or '<type>:<label>'")
-    p.add_argument("--spread", action="append",
-                   help="a task type placed one task per host (repeatable, or 'worker,ps')")
-    p.add_argument("--am_node_label", "--am-node-label", help="YARN node label for the AM's container")
-    p.add_argument("-i", "--input", help="input path, set as DTF_INPUT_PATH")
-    p.add_argument("-o", "--output", help="output path, set as DTF_OUTPUT_PATH (needed by --tensorboard)")
-    p.add_argument("-s", "--script", help="a local file shipped to every task; its path is DTF_TASK_SCRIPT")
-    p.add_argument("--src_dir", help="a local directory shipped to every task; the command runs inside it")
-    p.add_argument("-t", "--tensorboard", action="store_true", default=None, help="start a TensorBoard task")
-    p.add_argument("--docker_image", action="append",
-                   help="run the tasks in this image: 'IMAGE' or 'TYPE:IMAGE' (repeatable; the type's own wins)")
-    p.add_argument("--docker_runtime", help="engine (default: the node's docker or podman runs the command) or "
-                                            "yarn (YARN's Docker runtime, LinuxContainerExecutor)")
-    p.add_argument("--docker_engine", help="docker (default) or podman, for --docker_runtime engine")
-    p.add_argument("--mount", dest="docker_mounts", action="append", metavar="SRC:DST[:ro]",
-                   help="one more bind mount into the tasks' containers (repeatable)")
-    p.add_argument("--docker_user", "--docker-user", dest="docker_user",
-                   metavar="UID:GID", help="the numeric uid:gid the command runs as in its container (default: "
-                                           "the YARN container's)")
-    p.add_argument("--python_venv", help="a packed Python environment (venv-pack .tar.gz, local or hdfs://) "
-                                         "whose Python runs the task command")
-    p.add_argument("-q", "--queue", help="YARN queue (default: default)")
-    p.add_argument("-n", "--name", help="YARN application name (default: TensorFlow)")
-    p.add_argument("--client", action="store_true", default=None,
-                   help="run the chief here, in this process, while the other tasks run on YARN")
-    p.add_argument("--conf", help="a YAML or JSON job file with the same fields; options override it")
-    p.add_argument("--env", action="append", metavar="K=V", help="environment variable for every task")
-    p.add_argument("--command", dest="type_commands", action="append", metavar="TYPE=CMD",
-                   help="a command for one task type, overriding task_command for it")
-    p.add_argument("--max-attempts", dest="max_attempts", type=str, help="whole-cluster attempts (default 1)")
-    p.add_argument("--max-free-retries", dest="max_free_retries", type=str,
-                   help="retries after a preemption or a lost host that do not count as attempts (default 5)")
-    p.add_argument("--am-attempts", dest="am_attempts", type=str,
-                   help="YARN application attempts: a lost AM starts a new one that goes on (default 2, at most "
-                        "the RM's yarn.resourcemanager.am.max-attempts)")
-    p.add_argument("--am-attempts-validity", dest="am_attempts_validity", type=str,
-                   help="seconds an AM failure counts against --am-attempts (default 3600; 0: for ever)")
-    p.add_argument("--timeout", type=str, help="application timeout in seconds (default: none)")
-    p.add_argument("--allocation-timeout", type=str, help="seconds to get every container (default 300)")
-    p.add_argument("--registration-timeout", type=str, help="seconds for every task to register (default 300)")
-    p.add_argument("--heartbeat-timeout", type=str, help="seconds without a heartbeat (default 60)")
-    p.add_argument("--tracked", help="types whose exit decides the outcome (default: chief,worker,evaluator)")
-    p.add_argument("--untracked", help="types stopped when the tracked ones are done (default: ps)")
-    p.add_argument("--sidecar", help="types that never decide the outcome (default: tensorboard)")
-    p.add_argument("--tags", help="comma-separated YARN application tags")
-    p.add_argument("--python", help="the Python on the nodes that runs the executor (default: python3)")
-    p.add_argument("--framework", help="tensorflow (default), pytorch or generic")
-    p.add_argument("--nproc_per_node", "--nproc-per-node", action="append",
-                   help="PyTorch: processes torchrun starts per container, '<n>' or '<type>:<n>' (default 1)")
-    p.add_argument("--elastic", metavar="MIN:MAX",
-                   help="PyTorch: run on while MIN..MAX workers live; a lost worker's container is replaced "
-                        "without restarting the others (MAX: the number of workers)")
-    p.add_argument("--history-dir", dest="history_dir",
-                   help="where the AM writes the job's event log (default: $TONY_HISTORY_DIR or "
-                        "/tmp/tony-history on HDFS)")
+    """The job options shared by `ytf-submit`, `tony submit` and the Oozie generator, in the groups of
+    their help. Each takes its dashed spelling and the seed's underscore one (common.spellings)."""
+    g = {name: p.add_argument_group(name) for name in GROUPS}
+    job = g["the job"]
+    job.add_argument("task_command", nargs="?", metavar="TASK_COMMAND",
+                     help="the command every task runs")
+    job.add_argument(*spellings("-r", "--cluster-requirement"), dest="cluster_requirement", metavar="TYPE:N,...",
+                     help="task types and counts, e.g. 'ps:1,worker:4'")
+    job.add_argument("--conf", metavar="JOB.yaml", help="a YAML or JSON job file; options override it")
+    job.add_argument(*spellings("--framework"), metavar="NAME",
+                     help="tensorflow (default), pytorch or generic")
+    job.add_argument(*spellings("-n", "--name"), metavar="NAME",
+                     help="YARN name (default: the framework or command)")
+    job.add_argument("--command", dest="type_commands", action="append", metavar="TYPE=CMD",
+                     help="one task type's own command (repeatable)")
+    job.add_argument(*spellings("--tracked"), metavar="TYPES",
+                     help="types whose exit decides (chief,worker,evaluator)")
+    job.add_argument(*spellings("--untracked"), metavar="TYPES",
+                     help="types stopped when those end (default: ps)")
+    job.add_argument(*spellings("--sidecar"), metavar="TYPES",
+                     help="types that never decide (default: tensorboard)")
+    job.add_argument(*spellings("--client"), action="store_true", default=None,
+                     help="run the chief in this process, the rest on YARN")
+
+    res = g["resources (per task)"]
+    res.add_argument(*spellings("-c", "--task-vcores"), dest="task_vcores", action="append", metavar="N",
+                     help="vcores: <n>, <type>:<n> or <type>[<index>]:<n>")
+    res.add_argument(*spellings("-m", "--task-memory"), dest="task_memory", action="append", metavar="MEM",
+                     help="MiB or 4GiB; also <type>:MEM, <type>[<index>]:MEM")
+    res.add_argument(*spellings("--task-gpus"), dest="task_gpus", action="append", metavar="N",
+                     help="GPUs: <n> or <type>:<n>")
+
+    place = g["placement"]
+    place.add_argument(*spellings("-q", "--queue"), metavar="QUEUE", help="YARN queue (default: default)")
+    place.add_argument(*spellings("--node-label"), dest="node_label", action="append", metavar="LABEL",
+                       help="YARN node label: <label> or <type>:<label>")
+    place.add_argument(*spellings("--am-node-label"), dest="am_node_label", metavar="LABEL",
+                       help="YARN node label of the AM's container")
+    place.add_argument(*spellings("--spread"), action="append", metavar="TYPE",
+                       help="one task of TYPE per host (or 'worker,ps')")
+    place.add_argument(*spellings("--tags"), metavar="TAGS", help="comma-separated YARN application tags")
+
+    code = g["code and environment"]
+    code.add_argument(*spellings("-s", "--script"), metavar="FILE",
+                      help="a local file shipped as $DTF_TASK_SCRIPT")
+    code.add_argument(*spellings("--src-dir"), dest="src_dir", metavar="DIR",
+                      help="a local directory the command runs in")
+    code.add_argument("--env", action="append", metavar="K=V", help="an environment variable of every task")
+    code.add_argument(*spellings("--python-venv"), dest="python_venv", metavar="TAR",
+                      help="a venv-pack .tar.gz whose Python runs the tasks")
+    code.add_argument(*spellings("--python"), metavar="PATH",
+                      help="the nodes' Python (default: python3)")
+
+    io = g["input and output"]
+    io.add_argument(*spellings("-i", "--input"), metavar="PATH", help="input path, set as DTF_INPUT_PATH")
+    io.add_argument(*spellings("-o", "--output"), metavar="PATH",
+                    help="output path, set as DTF_OUTPUT_PATH")
+    io.add_argument(*spellings("-t", "--tensorboard"), action="store_true", default=None,
+                    help="a TensorBoard task that reads the output")
+    io.add_argument(*spellings("--history-dir"), dest="history_dir", metavar="DIR",
+                    help="where the job's events go ($TONY_HISTORY_DIR)")
+
+    box = g["containers"]
+    box.add_argument(*spellings("--docker-image"), dest="docker_image", action="append", metavar="IMAGE",
+                     help="the tasks' image: <image> or <type>:<image>")
+    box.add_argument(*spellings("--docker-runtime"), dest="docker_runtime", metavar="NAME",
+                     help="engine (default) or yarn (YARN's own)")
+    box.add_argument(*spellings("--docker-engine"), dest="docker_engine", metavar="NAME",
+                     help="docker (default) or podman")
+    box.add_argument("--mount", dest="docker_mounts", action="append", metavar="SRC:DST[:ro]",
+                     help="one more bind mount (repeatable)")
+    box.add_argument(*spellings("--docker-user"), dest="docker_user", metavar="UID:GID",
+                     help="the numeric uid:gid in the container")
+
+    rt = g["retries and timeouts"]
+    rt.add_argument(*spellings("--max-attempts"), dest="max_attempts", type=str, metavar="N",
+                    help="whole-cluster attempts (default 1)")
+    rt.add_argument(*spellings("--max-free-retries"), dest="max_free_retries", type=str, metavar="N",
+                    help="free retries after preemption, lost host (5)")
+    rt.add_argument(*spellings("--am-attempts"), dest="am_attempts", type=str, metavar="N",
+                    help="AM attempts: a new AM goes on (default 2)")
+    rt.add_argument(*spellings("--am-attempts-validity"), dest="am_attempts_validity", type=str, metavar="S",
+                    help="seconds an AM failure counts (3600; 0: ever)")
+    rt.add_argument(*spellings("--timeout"), type=str, metavar="S",
+                    help="application timeout in seconds (default: none)")
+    rt.add_argument(*spellings("--allocation-timeout"), dest="allocation_timeout", type=str, metavar="S",
+                    help="seconds to get every container (default 300)")
+    rt.add_argument(*spellings("--registration-timeout"), dest="registration_timeout", type=str, metavar="S",
+                    help="seconds for every task to register (default 300)")
+    rt.add_argument(*spellings("--heartbeat-timeout"), dest="heartbeat_timeout", type=str, metavar="S",
+                    help="seconds without a heartbeat (default 60)")
+
+    torch = g["PyTorch"]
+    torch.add_argument(*spellings("--nproc-per-node"), dest="nproc_per_node", action="append", metavar="N",
+                       help="torchrun's processes per container: <n>, <type>:<n>")
+    torch.add_argument(*spellings("--elastic"), metavar="MIN:MAX",
+                       help="go on with MIN..MAX workers; replace lost ones")
 
 
 def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -164,8 +203,12 @@ def submit_and_wait(args: argparse.Namespace) -> int:
         with make_client() as client:
             handle = client.submit(job)
             print(f"Submitted application {handle.app_id}", flush=True)
-            print(f"Tracking URL: {handle.status().tracking_url or '(once the AM starts)'}", flush=True)
-            print(f"Left running (--detach): stop it with `tony kill {handle.app_id}`", flush=True)
+            tracking = handle.status().tracking_url
+            print(f"Tracking URL: {tracking or '(once the AM starts)'}", flush=True)
+            if job.tensorboard:
+                print(f"TensorBoard: {tensorboard_url(tracking) if tracking else '(once the AM starts)'}", flush=True)
+            print(f"Left running (--detach): follow it with `tony follow {handle.app_id}`, stop it with "
+                  f"`tony kill {handle.app_id}`", flush=True)
             return 0
 
     def submitted(app_id: str) -> None:
@@ -181,33 +224,33 @@ def submit_and_wait(args: argparse.Namespace) -> int:
     follow = (sys.stdout.isatty() if args.follow is None else args.follow) and not job.client_mode
     outcome = run_to_completion(job, submitted, log=sys.stderr, out=sys.stdout, client_factory=make_client,
                                 while_running=local_tasks, follow=follow)
-    if outcome.final_status == "SUCCEEDED" and not outcome.terminated:
-        print(f"{outcome.application_id} SUCCEEDED", flush=True)
-    return outcome.exit_code
+    return outcome.exit_code  # the runner said how it ended, once
 
 
 def add_submit_options(p: argparse.ArgumentParser) -> None:
-    """`ytf-submit`'s and `tony submit`'s options: the job, and whether to stay with it."""
+    """`ytf-submit`'s and `tony submit`'s options: the job, who submits it, and whether to stay with it."""
+    p.usage = USAGE
+    p.epilog = ALIASES_NOTE
     add_job_options(p)
-    p.add_argument("--principal", help="Kerberos principal to submit as, with --keytab (default: the ticket "
-                                       "cache of `kinit`, or the Hadoop tokens of HADOOP_TOKEN_FILE_LOCATION)")
-    p.add_argument("--keytab", help="the keytab of --principal: the client logs in with it, and the job's AM alone "
-                   "gets it (a private file) to obtain new HDFS tokens during the job")
-    p.add_argument("--no-wait", "--detach", dest="no_wait", action="store_true",
-                   help="return once the application is submitted and leave it running "
-                        "(without it, Ctrl-C kills the application)")
-    p.add_argument("--follow", dest="follow", action="store_true", default=None,
-                   help="print the chief's (or worker 0's) output as it comes, and the failing task's last lines "
-                        "(default on a terminal)")
-    p.add_argument("--quiet", dest="follow", action="store_false", help="do not print the tasks' output")
+    sec = p.add_argument_group("security")
+    sec.add_argument("--principal", metavar="NAME", help="Kerberos principal (default: the ticket cache)")
+    sec.add_argument("--keytab", metavar="FILE", help="its keytab (the AM gets it, to renew tokens)")
+    wait = p.add_argument_group("waiting and output")
+    wait.add_argument(*spellings("--detach", "--no-wait"), dest="no_wait", action="store_true",
+                      help="return once submitted; the job runs on")
+    wait.add_argument("--follow", dest="follow", action="store_true", default=None,
+                      help="print the chief's output (default on a terminal)")
+    wait.add_argument("--quiet", dest="follow", action="store_false", help="do not print the tasks' output")
     p.set_defaults(func=submit_and_wait)
 
 
 def build_parser(prog: str = "ytf-submit") -> OneLineParser:
-    p = OneLineParser(prog=prog, description="Submit a TensorFlow job to Apache Hadoop YARN.")
+    p = OneLineParser(prog=prog, description="Submit a training job (TensorFlow, PyTorch or any command) to "
+                                             "Apache Hadoop YARN and follow it to its end.")
+    p.add_argument("--version", action="version", version=VERSION)
     add_submit_options(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    sys.exit(run(argv, build_parser))
+    sys.exit(run(argv, build_parser, usage_when_bare=True))

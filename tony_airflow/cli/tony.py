@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from tony_airflow.cli import common
-from tony_airflow.cli.common import OneLineParser, check_app_id, err
+from tony_airflow.cli.common import VERSION, OneLineParser, check_app_id, err, known_report
 from tony_airflow.errors import UsageError
 from tony_airflow.local.cluster.ha import DEFAULT_NAMESERVICE
 
@@ -118,7 +118,7 @@ def _status(args: argparse.Namespace) -> int:
     from tony_airflow.core.presentation import progress_text
 
     client = TonyClient()
-    report = client.rm.application(check_app_id(args.application_id))
+    report = known_report(client, check_app_id(args.application_id))
     print(f"{report.id} {report.state} {report.final_status}")
     if not report.is_terminal:  # the AM's progress: attempt, phase, and why the gang waits
         print(progress_text(report.id, report, client.handle(report.id).progress(report)))
@@ -133,13 +133,23 @@ def _kill(args: argparse.Namespace) -> int:
 
     client = TonyClient()
     app_id = check_app_id(args.application_id)
-    report = client.rm.application(app_id)
+    report = known_report(client, app_id)
     if report.is_terminal:
         print(f"{app_id} already ended: {report.state} {report.final_status}")
         return 0
     client.kill(app_id)
     print(f"{app_id} killed")
     return 0
+
+
+def _follow(args: argparse.Namespace) -> int:
+    from tony_airflow.core.client import TonyClient
+    from tony_airflow.core.runner import follow_job
+
+    client = TonyClient()
+    app_id = check_app_id(args.application_id)
+    known_report(client, app_id)
+    return follow_job(client, app_id).exit_code
 
 
 def _tokens(args: argparse.Namespace) -> int:
@@ -158,7 +168,9 @@ def _tokens(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> OneLineParser:
-    parser = OneLineParser(prog="tony", description="TensorFlow on Apache Hadoop YARN.")
+    parser = OneLineParser(prog="tony", description="Training jobs (TensorFlow, PyTorch or any command) on Apache "
+                                                    "Hadoop YARN: submit, follow, logs, history, a local cluster.")
+    parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     cluster = sub.add_parser("cluster", help="the local YARN + HDFS (one host, or --nodes N)")
@@ -198,9 +210,9 @@ def build_parser() -> OneLineParser:
                                                             "name label)")
     cluster.add_argument("--docker", action="store_true",
                          help="make sure the Docker daemon runs (started with no bridge and no firewall rules "
-                              "if it does not), for jobs with --docker_image")
+                              "if it does not), for jobs with --docker-image")
     cluster.set_defaults(func=_cluster)
-    image = sub.add_parser("image", help="the image the tasks of --docker_image run in, built here")
+    image = sub.add_parser("image", help="the image the tasks of --docker-image run in, built here")
     image.add_argument("action", choices=("build",))
     image.add_argument("--engine", default="docker", help="docker (default) or podman")
     image.add_argument("--force", action="store_true", help="build again even when nothing changed")
@@ -217,7 +229,9 @@ def build_parser() -> OneLineParser:
                             "--help`); jar: DIR; server: up, down or status [--state-dir DIR]")
     oozie.set_defaults(func=_oozie)
     for name, func, text in (("status", _status, "show an application's state"),
-                             ("kill", _kill, "kill a running application")):
+                             ("kill", _kill, "kill a running application"),
+                             ("follow", _follow, "follow a running job (after --detach): its progress and the "
+                                                 "chief's output to its end; Ctrl-C leaves it running")):
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("application_id")
         cmd.set_defaults(func=func)
@@ -234,7 +248,7 @@ def build_parser() -> OneLineParser:
 
 
 def run(argv: Sequence[str] | None) -> int:
-    return common.run(argv, build_parser)
+    return common.run(argv, build_parser, usage_when_bare=True)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

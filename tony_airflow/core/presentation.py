@@ -44,7 +44,11 @@ def progress_text(app_id: str, report: ApplicationReport, progress: Progress | N
 
 
 class ProgressPrinter:
-    """One live line on a terminal; plain lines, on changes only, otherwise."""
+    """One live line on a terminal; plain lines, on changes only, otherwise.
+
+    It never says the end: the caller does, once, after the failing task's last lines (a final
+    `FINISHED FAILED` here came before them, and then the caller's line said it again). Lines printed while
+    the live line is up go above it (`above`), never glued onto it."""
 
     def __init__(self, app_id: str, stream=sys.stderr, tensorboard: bool = False, out=None):
         self.app_id = app_id
@@ -53,26 +57,47 @@ class ProgressPrinter:
         self.out = out  # where the URLs go (default stdout; Oozie keeps stdout for its key=value lines)
         self.live = stream.isatty()
         self._last = ""
+        self._shown = False  # the live line is on the screen
         self._tracking_shown = False
 
     def __call__(self, report: ApplicationReport, progress: Progress | None) -> None:
         if report.tracking_url and not self._tracking_shown:
             self._tracking_shown = True
-            if self.live and self._last:
-                self.stream.write("\r\033[K")
-                self._last = ""
-            print(f"Tracking URL: {report.tracking_url}", file=self.out or sys.stdout, flush=True)
+            self.above(f"Tracking URL: {report.tracking_url}", self.out or sys.stdout)
             if self.tensorboard:
-                print(f"TensorBoard: {tensorboard_url(report.tracking_url)}", file=self.out or sys.stdout, flush=True)
+                self.above(f"TensorBoard: {tensorboard_url(report.tracking_url)}", self.out or sys.stdout)
+        if report.is_terminal:
+            self.clear()
+            return
+        if progress is None and self._last.endswith(" · finished"):
+            return  # every task ended and the AM is unregistering: YARN's RUNNING is no news
         text = progress_text(self.app_id, report, progress)
         if text == self._last:
             return
         self._last = text
-        self._emit(text, final=report.is_terminal)
-
-    def _emit(self, text: str, final: bool) -> None:
         if self.live:
-            self.stream.write("\r\033[K" + text + ("\n" if final else ""))
+            self.stream.write("\r\033[K" + text)
+            self._shown = True
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
+
+    def clear(self) -> None:
+        """Take the live line off the screen (it is not drawn again)."""
+        if self._shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self._shown = False
+        self._last = ""
+
+    def above(self, line: str, out=None) -> None:
+        """Print `line` to `out` (default: the progress stream) above the live line, which is drawn again
+        below it."""
+        target = out or self.stream
+        if self._shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+        print(line, file=target, flush=True)
+        if self._shown:
+            self.stream.write(self._last)
+            self.stream.flush()

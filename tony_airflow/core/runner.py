@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
 from tony_airflow.core.client import JobHandle, TonyClient
-from tony_airflow.core.output_follow import LiveOutput
+from tony_airflow.core.output_follow import AGGREGATION_WAIT_S, LiveOutput
 from tony_airflow.core.presentation import ProgressPrinter, failure_line, tensorboard_url
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport
@@ -103,6 +104,7 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                 handle = client.submit(job, validated=True)
             outcome = Outcome(handle.app_id, "UNDEFINED")
             live: LiveOutput | None = None
+            printer: ProgressPrinter | None = None
             try:
                 for s in stoppable:
                     signal.signal(s, _raise_terminated)
@@ -111,12 +113,14 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                     raise Terminated(held.name)
                 if while_running is not None:
                     while_running(handle)
-                live = _live_output(client, out or log) if follow else None
-                report = handle.wait(on_change=ProgressPrinter(handle.app_id, stream=log, out=out or log,
-                                                               tensorboard=job.tensorboard), on_poll=live)
+                printer = ProgressPrinter(handle.app_id, stream=log, out=out or log, tensorboard=job.tensorboard)
+                live = _live_output(client, printer, out or log) if follow else None
+                report = handle.wait(on_change=printer, on_poll=live)
             except Terminated as why:
                 for s in stoppable:
                     signal.signal(s, signal.SIG_IGN)
+                if printer is not None:
+                    printer.clear()
                 print(f"{why}: killing {handle.app_id}", file=log, flush=True)
                 report = _kill_and_wait(handle)
                 outcome.terminated_by = str(why)
@@ -135,9 +139,64 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
             signal.signal(sig, handler)
     if on_outcome is not None:
         on_outcome(outcome)
+    say_end(outcome, log, out)
+    return outcome
+
+
+def say_end(outcome: Outcome, log: TextIO, out: TextIO | None = None) -> None:
+    """The end, said once, as the last line: after the failing task's last lines."""
     if outcome.final_status != "SUCCEEDED":
         print(failure_line(outcome.application_id, outcome.final_status, outcome.diagnostics), file=log, flush=True)
+    elif not outcome.terminated:
+        print(f"{outcome.application_id} SUCCEEDED", file=out or log, flush=True)
+
+
+def follow_job(client: TonyClient, app_id: str, log: TextIO = sys.stderr, out: TextIO = sys.stdout,
+               tail_lines: int = 40) -> Outcome:
+    """Follow a job submitted earlier (`tony follow APP`, `tony logs -f APP`, after `ytf-submit --detach`):
+    its progress line and the chief's output as `ytf-submit` shows them, to its end, said once. An ended job
+    gives its chief's whole output from YARN's logs. Ctrl-C stops following only: this process does not own
+    the job, so it is not killed."""
+    handle = client.handle(app_id)
+    printer = ProgressPrinter(app_id, stream=log, out=out)
+    live = _live_output(client, printer, out)
+    try:
+        report = handle.wait(on_change=printer, on_poll=live)
+    except KeyboardInterrupt:
+        printer.clear()
+        print(f"stopped following {app_id}; it runs on (`tony kill {app_id}` stops it)", file=log, flush=True)
+        raise
+    outcome = Outcome(app_id, report.final_status, report.tracking_url, diagnostics=report.diagnostics.strip())
+    cursor = live.follower.cursor
+    if not cursor.attempt:  # it ended before the AM said anything: the chief's whole output, from YARN's logs
+        chief = _chief_output(app_id)
+        if chief is not None:
+            cursor.task, cursor.attempt, cursor.finished = chief[0], chief[1], True
+            for line in chief[2]:
+                printer.above(line, out)
+    live.finish(app_id, outcome.final_status, outcome.diagnostics, tail_lines)
+    say_end(outcome, log, out)
     return outcome
+
+
+def _chief_output(app_id: str) -> tuple[str, int, list[str]] | None:
+    """(task, attempt, labelled lines) of the task the AM follows (chief, else master, else worker 0) in the
+    last attempt, from the aggregated logs; None when no task output is there."""
+    import tempfile
+    from pathlib import Path
+
+    from tony_airflow.core.task_logs import OUTPUT_FILES_PATTERN, spool
+    from tony_airflow.yarn.logs import log_lines
+
+    with tempfile.TemporaryDirectory(prefix="tony-follow-") as spool_dir:
+        deadline = time.monotonic() + AGGREGATION_WAIT_S  # YARN uploads an ended job's logs within seconds
+        while not (outputs := spool(log_lines(app_id, None, OUTPUT_FILES_PATTERN, timeout=600), Path(spool_dir))):
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(2.0)
+        last = [o for o in outputs if o.attempt == outputs[-1].attempt]
+        chief = next((o for o in last if o.type in ("chief", "master", "worker") and o.index == 0), last[0])
+        return chief.task, chief.attempt, list(chief.labelled_lines())
 
 
 def _running_with(client: TonyClient, identity: Sequence[str], log: TextIO, job: JobSpec) -> JobHandle | None:
@@ -165,9 +224,9 @@ def _running_with(client: TonyClient, identity: Sequence[str], log: TextIO, job:
     return client.handle(earlier.id)
 
 
-def _live_output(client: TonyClient, out: TextIO) -> LiveOutput:
+def _live_output(client: TonyClient, printer: ProgressPrinter, out: TextIO) -> LiveOutput:
     def emit(line: str) -> None:
-        print(line, file=out, flush=True)
+        printer.above(line, out)  # above the live progress line, never glued onto it
     return LiveOutput(emit, auth=client.rm.auth, conf_dir=str(client.cluster.conf_dir))
 
 

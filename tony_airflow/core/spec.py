@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -38,6 +39,7 @@ from tony_airflow.core.spec_values import (
     parse_requirement,
     parse_seconds,
     size_text,
+    unknown_name,
 )
 from tony_airflow.errors import UsageError
 
@@ -111,7 +113,7 @@ class Timeouts:
 class JobSpec:
     tasks: dict[str, TaskSpec]
     command: str = ""
-    name: str = "TensorFlow"
+    name: str = "tensorflow"  # build_job_spec: default_job_name of the framework and command
     queue: str = "default"
     tags: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -384,6 +386,24 @@ class JobSpec:
                                  f"{where}; the cluster has {have_mem / 1024:.1f} GiB and {have_vc} vcores there")
 
 
+def default_job_name(framework: str, type_commands: Mapping[str, str] | None = None, command: Any = None) -> str:
+    """What YARN and the history call a job given no name: its framework (`tensorflow`, `pytorch`), or for a
+    `generic` job the program its command runs (`python3 train.py` -> `python3`, `/opt/run.sh x` -> `run.sh`).
+    The seed's fixed `TensorFlow` named every PyTorch job TensorFlow."""
+    if framework != "generic":
+        return framework
+    text = str(command or next(iter((type_commands or {}).values()), "")).strip()
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    first = next((w for w in words if not ENV_ASSIGNMENT.match(w) and w not in ("exec", "env")), "")
+    return first.rstrip("/").rsplit("/", 1)[-1] or "generic"
+
+
+ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")  # `FOO=1 python3 x.py`: the program is python3
+
+
 def default_role(type_name: str) -> str:
     if type_name in DEFAULT_UNTRACKED:
         return "untracked"
@@ -447,7 +467,7 @@ def load_job_file(path: str) -> dict[str, Any]:
     allowed = JOB_FILE_KEYS | CREDENTIAL_KEYS
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise UsageError(f"conf: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}")
+        raise unknown_name("conf", "field", unknown[0], allowed)
     return data
 
 
@@ -494,7 +514,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
     opts = {k: v for k, v in options.items() if v is not None}
     unknown = sorted(set(opts) - JOB_FILE_KEYS)
     if unknown:
-        raise UsageError(f"{unknown[0]}: unknown option; allowed: {', '.join(sorted(JOB_FILE_KEYS))}")
+        raise unknown_name(unknown[0], "option", unknown[0], JOB_FILE_KEYS)
 
     # Task types and counts: either a requirement string or a `tasks` mapping.
     per_type: dict[str, dict[str, Any]] = {}
@@ -506,7 +526,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
             body = {"instances": body} if isinstance(body, int) else dict(body or {})
             bad = sorted(set(body) - TASK_KEYS)
             if bad:
-                raise UsageError(f"tasks.{name}: unknown field {bad[0]!r}; allowed: {', '.join(sorted(TASK_KEYS))}")
+                raise unknown_name(f"tasks.{name}", "field", bad[0], TASK_KEYS)
             body["instances"] = parse_count(body.get("instances", 1), f"tasks.{name}.instances",
                                             maximum=MAX_INSTANCES)
             per_type[str(name)] = body
@@ -597,14 +617,15 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         raise UsageError(f"timeouts: expected a mapping with keys {', '.join(sorted(TIMEOUT_KEYS))}")
     for key, value in raw_timeouts.items():
         if key not in TIMEOUT_KEYS:
-            raise UsageError(f"timeouts: unknown key {key!r}; allowed: {', '.join(sorted(TIMEOUT_KEYS))}")
+            raise unknown_name("timeouts", "key", str(key), TIMEOUT_KEYS)
         setattr(timeouts, key, parse_seconds(value, f"timeout ({key})"))
 
     elastic = _elastic_option(opts.get("elastic"))
     spec = JobSpec(
         tasks=tasks,
         command=str(opts.get("command") or ""),
-        name=str(opts.get("name", "TensorFlow")),
+        name=str(opts["name"]) if "name" in opts else default_job_name(str(opts.get("framework", "tensorflow")),
+                                                                        type_commands, opts.get("command")),
         queue=str(opts.get("queue", "default")),
         tags=_as_list(opts.get("tags"), "tags"),
         env={str(k): str(v) for k, v in env.items()},

@@ -6,6 +6,7 @@ Every refusal is a `UsageError` that names the field and what is allowed
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -82,10 +83,49 @@ def parse_requirement(text: str) -> dict[str, int]:
     return result
 
 
+# The task types the frameworks and the roles know by name (TF_CONFIG's, torch's rank 0, the defaults of
+# tracked/untracked/sidecar). A type one edit from one of these is a typo more often than a new type: `-r
+# wrker:2` would run a "wrker" nobody tracks as a worker. `ps` is left out: every two-letter name is one edit
+# from it.
+KNOWN_TYPES = ("chief", "evaluator", "master", "tensorboard", "worker")
+
+
 def check_type_name(name: str, field_name: str) -> None:
     if not TYPE_NAME.fullmatch(name):
         raise UsageError(f"{field_name}: {name!r} is not a valid type name; "
                          "allowed: lower-case letters, digits and '_', starting with a letter")
+    near = next((known for known in KNOWN_TYPES if one_edit_apart(name, known)), None)
+    if near:
+        raise UsageError(f"{field_name}: type {name!r} is one letter from {near!r}; did you mean {near}? "
+                         f"allowed: {near}, or a name further from {', '.join(KNOWN_TYPES)}")
+
+
+def one_edit_apart(a: str, b: str) -> bool:
+    """a != b, and one letter inserted, removed, changed, or two neighbours swapped turns a into b."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long_ = sorted((a, b), key=len)
+    return any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
+
+
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The known name a mistyped one most likely meant (difflib's ratio >= 0.75), or None."""
+    found = difflib.get_close_matches(word, list(known), n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
+def unknown_name(field_name: str, what: str, word: str, known: Iterable[str]) -> UsageError:
+    """The refusal of an unknown key: the closest known one when there is one, else every known one."""
+    names = sorted(known)
+    match = closest(word, names)
+    if match:
+        return UsageError(f"{field_name}: unknown {what} {word!r}; did you mean {match!r}? allowed: {match}, or "
+                          "another of the reference's keys")
+    return UsageError(f"{field_name}: unknown {what} {word!r}; allowed: {', '.join(names)}")
 
 
 @dataclass
@@ -199,7 +239,7 @@ _DOCKER_USER = re.compile(r"[0-9]+:[0-9]+")
 
 
 def parse_docker_images(values: Any, type_names: Sequence[str]) -> tuple[str, dict[str, str]]:
-    """`--docker_image IMAGE` and `--docker_image TYPE:IMAGE` (repeatable): the job's image and the types' own.
+    """`--docker-image IMAGE` and `--docker-image TYPE:IMAGE` (repeatable): the job's image and the types' own.
     A prefix before the first ':' that names one of the job's types is a type (`worker:tf:2.21`);
     anything else is one image reference (`registry:5000/tf`)."""
     if values is None:

@@ -65,7 +65,7 @@ def write_metrics(output_dir: str, name: str, metrics: dict) -> str:
     path = os.path.join(output_dir, name)
     os.makedirs(output_dir, exist_ok=True)
     # A name of its own for the temporary file (two writers never share one), then one rename. Written out
-    # here, not imported: an example ships alone (--src_dir) into images without tony-airflow.
+    # here, not imported: an example ships alone (--src-dir) into images without tony-airflow.
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=output_dir)
     os.fchmod(fd, 0o644)  # readable as a file written with open() is, not mkstemp's 0600
     with os.fdopen(fd, "w") as fh:

@@ -133,7 +133,8 @@ def main() -> None:
             "epoch_walls": [[round(b, 3), round(e, 3)] for b, e in log.epoch_walls],
             "workers": strategy.num_replicas_in_sync,
         })
-        print(f"test accuracy {accuracy:.4f}; model written to {out}", flush=True)
+        # the output as the job named it (hdfs://...), not the container's local mirror of it
+        print(f"test accuracy {accuracy:.4f}; model written to {os.environ.get('DTF_OUTPUT_URI') or out}", flush=True)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,9 @@ def coordinate(resolver, args) -> None:
         "losses": losses, "test_accuracy": accuracy, "steps": steps,
         "steps_per_second": steps / elapsed if elapsed else 0.0,
     })
-    print(f"test accuracy {accuracy:.4f}; checkpoints and weights in {out}", flush=True)
+    # the output as the job named it (hdfs://...), not the container's local mirror of it
+    print(f"test accuracy {accuracy:.4f}; checkpoints and weights in {os.environ.get('DTF_OUTPUT_URI') or out}",
+          flush=True)
 
 
 def main() -> None:

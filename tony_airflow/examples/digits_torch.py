@@ -116,7 +116,9 @@ def main() -> None:
             "epoch_seconds": [round(t, 3) for t in epoch_seconds],
             "steps_per_second": steps / sum(epoch_seconds) if sum(epoch_seconds) else 0.0,
         })
-        print(f"test accuracy {accuracy:.4f}; checkpoint and metrics in {out}", flush=True)
+        # the output as the job named it (hdfs://...), not the container's local mirror of it
+        print(f"test accuracy {accuracy:.4f}; checkpoint and metrics in {os.environ.get('DTF_OUTPUT_URI') or out}",
+              flush=True)
     dist.destroy_process_group()
 
 

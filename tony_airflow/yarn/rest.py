@@ -89,10 +89,11 @@ class ResourceManagerError(ClusterError):
     5xx (busy, standby, failing over): asking again later may succeed, as Hadoop's RM proxy does.
     `unanswered`: none answered as the active RM (all down or standby)."""
 
-    def __init__(self, message: str, transient: bool = False, unanswered: bool = False):
+    def __init__(self, message: str, transient: bool = False, unanswered: bool = False, status: int = 0):
         super().__init__(message)
         self.transient = transient
         self.unanswered = unanswered  # no RM answered as the active one: down, or an election in progress
+        self.status = status  # the HTTP status the RM answered with (404: no such application); 0: none
 
 
 class NoActiveResourceManager(ResourceManagerError):
@@ -266,7 +267,7 @@ class _Base:
             if resp.status_code == 401:
                 msg = "not authenticated (this ResourceManager wants Kerberos: kinit, or give a keytab)"
             raise ResourceManagerError(f"{call.method} {call.path}: HTTP {resp.status_code}: {msg}",
-                                       transient=resp.status_code >= 500)
+                                       transient=resp.status_code >= 500, status=resp.status_code)
         return json.loads(resp.content, object_pairs_hook=_keep_repeated_keys) if resp.content else {}
 
 

@@ -14,7 +14,7 @@ from tony_airflow.errors import UsageError
 S = str(Path(__file__).resolve().parents[2] / "payloads" / "sleep.py")  # whatever the working directory
 CASES = [
     # (argv, text the one line must contain)
-    ([], "cluster_requirement: missing"),
+    (["cmd"], "cluster_requirement: missing"),
     (["-r", "", "cmd"], "cluster_requirement: is empty"),
     (["-r", "ps", "cmd"], "cluster_requirement: 'ps' is malformed"),
     (["-r", "ps:", "cmd"], "cluster_requirement: 'ps:' is malformed"),

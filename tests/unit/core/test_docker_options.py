@@ -164,6 +164,8 @@ def test_what_the_engine_ended_is_said_in_one_line(code, tail, start):
     line = engine.explain_exit(code, tail, _plan(), "h1", "worker:0")
     assert line.startswith(start) and "\n" not in line, line
     assert bool(line) == bool(start)
+    if code == 137:  # issue #53 item 7: what to do about it
+        assert line.endswith("allowed: more memory, -m worker:<MiB> (task_memory)"), line
 
 
 @pytest.mark.parametrize("code, tail, killed", [

@@ -20,6 +20,7 @@ is table-tested in tests/unit and the AM only feeds it what it has seen.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -161,9 +162,16 @@ def _tail(task: TaskView) -> str:
     return f"; stderr: {tail}" if tail else ""
 
 
+# YARN's words when a container went over its memory: "running beyond physical memory limits" (Hadoop 2 and 3.3),
+# "running 1.6G beyond the 'PHYSICAL' memory limit" (3.4), and the virtual-memory check's own
+OVER_MEMORY = re.compile(r"beyond .*memory limit|physical memory used", re.IGNORECASE)
+
+
 def failure_line(task: TaskView) -> str:
     where = f" on {task.host}" if task.host else ""
     yarn = f"; YARN: {' '.join(task.yarn_diagnostics.split())[:600]}" if task.yarn_diagnostics else ""
+    if OVER_MEMORY.search(task.yarn_diagnostics or ""):  # what to do about it, beside YARN's numbers
+        yarn += f"; give {task.type} more memory: -m {task.type}:<MiB> (task_memory)"
     return f"{task.id} exited with code {task.exit_code}{where} (container {task.yarn_container_id}){yarn}{_tail(task)}"
 
 

@@ -235,12 +235,18 @@ def memory_killed(stderr_tail: str) -> bool:
     return OOM_MARK in stderr_tail
 
 
+def plan_type(task: str) -> str:
+    """"worker:0" -> "worker"."""
+    return task.rpartition(":")[0] or task
+
+
 def explain_exit(code: int, stderr_tail: str, plan: ContainerPlan, host: str, task: str) -> str:
     """One line when the engine (not the command) ended the task: a container it could not start, an image
     without a shell, the memory limit; '' when the exit code is the command's own."""
     if memory_killed(stderr_tail):
         return (f"{task}: the command went over its container's memory limit ({plan.memory_mb} MiB) on {host} "
-                f"and the kernel killed it (exit code {code}); allowed: more task_memory")
+                f"and the kernel killed it (exit code {code}); allowed: more memory, -m {plan_type(task)}:<MiB> "
+                "(task_memory)")
     if code not in (125, 126, 127) or not any(_ENGINE_ERROR.match(line.strip()) for line in stderr_tail.splitlines()):
         return ""
     reason = _engine_line(stderr_tail)

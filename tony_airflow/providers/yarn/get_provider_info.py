@@ -12,8 +12,9 @@ PACKAGE = "tony_airflow.providers.yarn"
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "tony-airflow",
-        "name": "TensorFlow on YARN (tony-airflow)",
-        "description": "Distributed TensorFlow training on Apache Hadoop YARN as a node of an Airflow DAG.",
+        "name": "Training on YARN (tony-airflow)",
+        "description": "Distributed training (TensorFlow, PyTorch or any command) on Apache Hadoop YARN as a node "
+                       "of an Airflow DAG.",
         "integrations": [{"integration-name": "Hadoop YARN (tony-airflow)",
                           "external-doc-url": "https://hadoop.apache.org/docs/stable/hadoop-yarn/hadoop-yarn-site/",
                           "tags": ["apache"]}],

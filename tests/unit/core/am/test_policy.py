@@ -102,6 +102,8 @@ def test_a_killed_task_waits_briefly_for_yarns_reason():
     outcome = policy.decide(job, reg.tasks.values(), attempt_start=t, app_start=t, now=t + 0.6)
     assert outcome is not None and not outcome.ok
     assert "worker:0 exited with code 143" in outcome.reason and "2.0 GB of 512 MB" in outcome.reason
+    # issue #53 item 7: what to do about it, after YARN's numbers
+    assert "; give worker more memory: -m worker:<MiB> (task_memory)" in outcome.reason
     # without a reason from YARN, the exit code alone after the wait
     reg2 = _reg(job)
     reg2.finished("worker", 0, 1, 137)

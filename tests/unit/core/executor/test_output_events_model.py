@@ -83,10 +83,12 @@ class _FillingDisk:
     """`tempfile` for the mirror: a snapshot's file cannot be made while the disk is full (once)."""
 
     def mkstemp(self, *args, **kwargs):
-        if Disk.full:
+        fd, name = tempfile.mkstemp(*args, **kwargs)
+        if Disk.full:  # the copy's writes fail as on a full disk (/dev/full answers every write with ENOSPC)
             Disk.full = False
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return tempfile.mkstemp(*args, **kwargs)
+            os.close(fd)
+            fd = os.open("/dev/full", os.O_WRONLY)
+        return fd, name
 
 
 class Cuttable:

@@ -62,9 +62,10 @@ def status_word(report: ApplicationReport) -> str:
 
 
 class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
-    """Submit a distributed TensorFlow job to YARN and (by default) wait for it.
+    """Submit a distributed training job (TensorFlow, PyTorch or any command: ``framework``) to YARN and (by
+    default) wait for it.
 
-    :param command: the command every task runs (DTF_* and TF_CONFIG are set for it)
+    :param command: the command every task runs (DTF_* and the framework's variables, such as TF_CONFIG, are set)
     :param cluster_requirement: task types and counts, e.g. ``"ps:1,worker:2"``
     :param tasks: instead of ``cluster_requirement``, a mapping ``type -> {instances, memory, vcores,
         gpus, node_label, command}``
@@ -89,7 +90,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
     :param elastic: PyTorch: ``"MIN:MAX"`` workers; a lost worker's container is replaced without restarting
         the others (MAX is the number of workers)
     :param application_name: the YARN application name (``ytf-submit -n``)
-    :param node_label: YARN node label, ``"LABEL"`` or ``"TYPE:LABEL"`` (``--node_label``)
+    :param node_label: YARN node label, ``"LABEL"`` or ``"TYPE:LABEL"`` (``--node-label``)
     :param env: environment variables for every task (``--env``)
     :param max_attempts: whole-cluster attempts (``--max-attempts``, default 1)
     :param max_free_retries: retries after a preemption or a lost host that do not count as attempts
