@@ -25,7 +25,6 @@ rule's `push(cutoff)`), as the note of issue #50 reports for 905767c.
 
 from __future__ import annotations
 
-import errno
 import importlib.util
 import os
 import re
