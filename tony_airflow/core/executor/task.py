@@ -428,7 +428,9 @@ class Executor:
         return [self._engine_pid] if self._engine_pid else []
 
     def _command_runs(self) -> bool:
-        return self.child is not None and self.child.proc.poll() is None
+        """Whether the command's closes are its own: it runs and no stop has begun (a dying program's files are
+        closed by the kernel, torn or not; the end's rule decides about those)."""
+        return self.child is not None and not self.stop_requested.is_set() and self.child.proc.poll() is None
 
     def _shipped_files_env(self) -> dict[str, str]:
         env = {protocol.ENV_PYTHON: self.job.python}
