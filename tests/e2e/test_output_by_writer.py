@@ -26,6 +26,7 @@ from tony_airflow.core.executor.task import OUTPUT_NOT_PUBLISHED
 from tony_airflow.yarn.hdfs import is_part, webhdfs
 
 LOOKS = 240  # x 0.5 s: how long a test looks for a file in HDFS while its job runs
+EPOCHS = 150  # the elastic job's: rank 0 saves after each, a few tenths of a second apart
 
 
 def _fresh(out: str) -> None:
@@ -201,7 +202,7 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
     submit, app_id = _popen_submit(
         "-r", "worker:2", "--framework", "pytorch", "--elastic", "2:2", "--max-attempts", "2", "-m", "2048",
         "-o", f"hdfs://{out}", "-n", "obw-elastic-rank0",
-        "torchrun -m tony_airflow.examples.digits_torch --epochs 100 --steps-per-epoch 2 --sleep-per-epoch 0.2")
+        "torchrun -m tony_airflow.examples.digits_torch f"--epochs {EPOCHS} --steps-per-epoch 1 --sleep-per-epoch 0.1")
     fs = webhdfs()
     try:
         seen = _while_running(submit, f"{out}/checkpoint.pt")
@@ -209,6 +210,7 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
         assert seen and training, ("rank 0's checkpoint reached HDFS only with the training's end"
                                    if seen or submit.poll() is not None else "rank 0's checkpoint never reached HDFS")
         held = torch.load(io.BytesIO(fs.cat(f"{out}/checkpoint.pt")), weights_only=True)["epoch"]
+        assert held < EPOCHS // 2, f"rank 0's checkpoint reached HDFS only at epoch {held} of {EPOCHS}"
         _, processes = torch_elastic.task_processes(app_id, "worker", 0)
         torch_elastic.kill_all(processes)
         stdout, stderr = _end(submit, app_id)
@@ -218,6 +220,8 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
     assert submit.returncode == 0, stderr[-3000:]
     metrics = json.loads(fs.cat(f"{out}/metrics.json"))
     record("output-by-writer: elastic rank 0 killed -> epochs lost", float(held + 1 - metrics["resumed_at_epoch"]))
+    print(f"HDFS held epoch {held} at the kill; resumed at {metrics['resumed_at_epoch']}; the slowest epoch after it "
+          f"took {max(metrics['epoch_seconds'] or [0]):.2f} s + 0.1 s of sleep")
     assert metrics["resumed_at_epoch"] > held, f"HDFS held epoch {held} at the kill; resumed at {metrics}"
 
 
