@@ -202,7 +202,7 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
     submit, app_id = _popen_submit(
         "-r", "worker:2", "--framework", "pytorch", "--elastic", "2:2", "--max-attempts", "2", "-m", "2048",
         "-o", f"hdfs://{out}", "-n", "obw-elastic-rank0",
-        "torchrun -m tony_airflow.examples.digits_torch f"--epochs {EPOCHS} --steps-per-epoch 1 --sleep-per-epoch 0.1")
+        f"torchrun -m tony_airflow.examples.digits_torch --epochs {EPOCHS} --steps-per-epoch 1 --sleep-per-epoch 0.1")
     fs = webhdfs()
     try:
         seen = _while_running(submit, f"{out}/checkpoint.pt")
