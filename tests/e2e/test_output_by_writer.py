@@ -64,10 +64,15 @@ def _end(submit: subprocess.Popen, app_id: str, timeout: float = 600) -> tuple[s
     try:
         return submit.communicate(timeout=timeout)
     finally:
-        if submit.poll() is None:
-            subprocess.run([str(BIN / "tony"), "kill", app_id], capture_output=True, timeout=120)
-            submit.kill()
-            submit.communicate()
+        _kill(submit, app_id)
+
+
+def _kill(submit: subprocess.Popen, app_id: str) -> None:
+    """A job a test left running (it failed first): killed, with its ytf-submit."""
+    if submit.poll() is None:
+        subprocess.run([str(BIN / "tony"), "kill", app_id], capture_output=True, timeout=120)
+        submit.kill()
+        submit.communicate()
 
 
 def _while_running(submit: subprocess.Popen, path: str) -> bool:
@@ -215,8 +220,7 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
         torch_elastic.kill_all(processes)
         stdout, stderr = _end(submit, app_id)
     finally:
-        if submit.poll() is None:
-            _end(submit, app_id, timeout=1)
+        _kill(submit, app_id)
     assert submit.returncode == 0, stderr[-3000:]
     metrics = json.loads(fs.cat(f"{out}/metrics.json"))
     record("output-by-writer: elastic rank 0 killed -> epochs lost", float(held + 1 - metrics["resumed_at_epoch"]))
@@ -241,7 +245,7 @@ def test_a_docker_task_saving_every_0_4_s_through_the_bind_mount_reaches_hdfs_wh
         step = fs.cat(f"{out}/ckpt")[:12].decode(errors="replace").split("\n")[0] if seen else ""
     finally:
         stdout, stderr = _end(submit, app_id)
-    assert submit.returncode == 0, stderr[-3000:]
+    assert submit.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert seen, "the checkpoint reached HDFS only after the task ended"
     assert step.startswith("step ") and int(step.split()[1]) < 75, step
     assert fs.cat(f"{out}/ckpt").startswith(b"step 75\n")
