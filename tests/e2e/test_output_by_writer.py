@@ -247,5 +247,6 @@ def test_a_docker_task_saving_every_0_4_s_through_the_bind_mount_reaches_hdfs_wh
         stdout, stderr = _end(submit, app_id)
     assert submit.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert seen, "the checkpoint reached HDFS only after the task ended"
-    assert step.startswith("step ") and int(step.split()[1]) < 75, step
+    assert step.startswith("step ") and int(step.split()[1]) < 75, \
+        f"the first save HDFS held while the job ran was its last one ({step!r}), from the final push"
     assert fs.cat(f"{out}/ckpt").startswith(b"step 75\n")
