@@ -92,7 +92,7 @@ def main(argv: list[str]) -> None:
         ("airflow_deferrable", lambda: [airflow_deferrable.run(airflow_deferrable.SIZES, 30.0)]),
         ("container_cost", lambda: [container_cost.run()]),
         ("guard_cost", lambda: [guard_cost.run()]),
-        ("commit_cost", lambda: [commit_cost.run()]),
+        ("commit_cost", lambda: commit_cost.run_all()),
         ("torch_overhead", lambda: [torch_overhead.run()]),
         ("torch_elastic", lambda: [torch_elastic.run()])]
     reports = []

@@ -9,6 +9,8 @@ Switches (environment):
   but not its pointer; the attempt fails 3 s later (cut between a checkpoint's files and its pointer).
 - STOP_ATTEMPT=N: in attempt N, the first checkpoint is saved again, its data left quiet for 1.5 s, then
   its index and pointer written, and the attempt fails 0.9 s later (stopped right after a save).
+- FAIL_AFTER_S=S (with FAIL_ATTEMPT, default 1): that attempt fails by itself right after its first save past S
+  seconds of training; its last stderr line names that save (issue #50: saves every 0.4 s are never quiet).
 An evaluator (JOB_NAME=evaluator) writes `eval/metrics.json` with its attempt and the attempt of the
 metrics it found in its output (pulled from HDFS), then waits to be stopped, or exits 0 in the last attempt.
 """
@@ -76,6 +78,9 @@ def restore() -> int | None:
 
 chief = os.environ.get("IS_CHIEF") == "true"
 restored = restore() if chief else None
+began = time.monotonic()
+fail_after = float(os.environ.get("FAIL_AFTER_S", "inf"))
+fail_attempt = int(os.environ.get("FAIL_ATTEMPT", "1"))
 start = 0 if restored is None else restored + 1
 print(f"{kind}: attempt {attempt} RESUMED from {restored}", flush=True)
 for n in range(start, steps):
@@ -93,6 +98,9 @@ for n in range(start, steps):
         print(f"chief: attempt {attempt} stopped right after saving ckpt-{n}", file=sys.stderr)
         sys.exit(1)
     save(n)
+    if attempt == fail_attempt and time.monotonic() - began > fail_after:
+        print(f"chief: attempt {attempt} failing right after saving ckpt-{n}", file=sys.stderr)
+        sys.exit(1)
 if chief:
     (out / "metrics.json").write_text(json.dumps({"attempt": attempt, "resumed_from": restored,
                                                   "steps_run": steps - start}))
