@@ -22,7 +22,6 @@ with one save per second, against an in-memory HDFS (uploads cost nothing there:
 from __future__ import annotations
 
 import argparse
-import inspect
 import math
 import os
 import statistics
@@ -165,18 +164,10 @@ def run(runs: int = 5) -> Report:
 
 
 # ------------------------------------------------------------------ issue #50: from a save's close to HDFS
-def has_events() -> bool:
-    """Whether this tree's mirror can take wholeness and order from the kernel's file events (issue #50)."""
-    return "events" in inspect.signature(Mirror.start).parameters
-
-
 def start_mirror(mirror: Mirror, events: bool, writers: Callable[[], list[int]]) -> None:
-    """Start the background rounds as the chief's executor does: with the event source where the mirror has
-    one (`events=False`: the quiet rule), else today's quiet rule, the only one there is."""
-    if has_events():
-        mirror.start("push", events=events, writers=writers)  # type: ignore[call-arg]
-    else:
-        mirror.start("push")
+    """Start the background work as the chief's executor does: the writer's kernel events (`events=False`:
+    the quiet rule the mirror falls back to)."""
+    mirror.start("push", events=events, writers=writers)
 
 
 def _peek_step(data: Any) -> int | None:
@@ -256,7 +247,7 @@ def save_to_hdfs(size_mb: int, interval: float, events: bool) -> dict[str, Any]:
 
 def latency(runs: int = 1) -> Report:
     """Close -> presence in HDFS for each save size and interval, events beside the quiet rule."""
-    modes = [("events", True), ("quiet rule", False)] if has_events() else [("quiet rule (today)", False)]
+    modes = [("events", True), ("quiet rule", False)]
     rows, data, verdicts = [], {}, []
     for size in SAVE_SIZES_MB:
         for interval in SAVE_INTERVALS_S:
@@ -289,8 +280,7 @@ def latency(runs: int = 1) -> Report:
                "rename_over of that version returned); 'never': no version of it or after it reached HDFS while "
                "the writer ran; p95 only when every save became present",
                "mirror: 'events' = kernel file events (start(..., events=True)); 'quiet rule' = a file is whole "
-               "once unchanged for QUIET_S (1 s)" + ("" if has_events() else "; this tree's mirror has only the "
-                                                      "quiet rule")],
+               "once unchanged for QUIET_S (1 s), the fallback where events are not to be had"],
         aims=[f"p95 from a save's close to HDFS <= its upload time + {AIM_PRESENCE_MARGIN_S:.0f} s, at every "
               "size and interval (issue #50)"],
         verdicts=verdicts, data=data)
@@ -358,7 +348,7 @@ def _cpu_while(seconds: float, saving: bool, local: Path, pids: list[int]) -> fl
 
 def watch_cost() -> Report:
     """The mirror's CPU time watching WATCH_FILES files (all published first), idle and with a save a second."""
-    modes = [("events", True), ("quiet rule", False)] if has_events() else [("quiet rule (today)", False)]
+    modes = [("events", True), ("quiet rule", False)]
     rows, data = [], {}
     for name, events in modes:
         with tempfile.TemporaryDirectory() as tmp:

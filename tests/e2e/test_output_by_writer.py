@@ -21,7 +21,7 @@ import pytest
 from bench import torch_elastic
 from tests.e2e.conftest import BUSYBOX
 from tests.e2e.helpers import BIN, PAYLOADS, record, ytf_submit
-from tony_airflow.core.executor.output_commit import MARK_PREFIX
+from tony_airflow.core.executor.output_protocol import MARK_PREFIX
 from tony_airflow.core.executor.task import OUTPUT_NOT_PUBLISHED
 from tony_airflow.yarn.hdfs import is_part, webhdfs
 

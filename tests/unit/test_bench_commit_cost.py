@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from bench.commit_cost import _p95, _peek_step, has_events, presence_delays
+from bench.commit_cost import _p95, _peek_step, presence_delays
 
 
 def test_a_save_is_present_once_hdfs_holds_it_or_a_later_one_before_the_writer_ended():
@@ -30,6 +30,3 @@ def test_the_step_an_upload_begins_with_is_read_without_moving_the_upload():
     assert body.tell() == 2
     assert _peek_step(object()) is None
 
-
-def test_the_bench_knows_whether_the_mirror_has_an_event_source():
-    assert isinstance(has_events(), bool)
