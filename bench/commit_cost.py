@@ -300,6 +300,11 @@ class MemoryFiles:
     def list(self, root: str) -> dict[str, RemoteFile]:
         return {p: RemoteFile(len(b), 0) for p, b in self.files.items() if p.startswith(root + "/")}
 
+    def entries(self, directory: str) -> dict[str, RemoteFile]:
+        prefix = directory.rstrip("/") + "/"
+        return {p: RemoteFile(len(b), 0) for p, b in self.files.items()
+                if p.startswith(prefix) and "/" not in p[len(prefix):]}
+
     def read(self, path: str, start: int = 0) -> bytes:
         if path not in self.files:
             raise FileNotFoundError(path)

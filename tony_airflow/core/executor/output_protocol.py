@@ -179,7 +179,7 @@ class OutputDirectory:
         deadline = time.monotonic() + wait_s
         stopped = stopped or threading.Event()
         while True:
-            for path, info in self.files.list(self.remote).items():
+            for path, info in self.files.entries(self.remote).items():  # the marks are at the top: one LISTSTATUS
                 epoch = mark_epoch(path)
                 if epoch is not None and self._whose(epoch) == self.attempt:
                     return info.mtime_ms

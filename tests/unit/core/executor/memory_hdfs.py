@@ -86,6 +86,12 @@ class MemoryHDFS:
         self._step("list", root)
         return {p: RemoteFile(len(b), self.mtimes[p]) for p, b in self.files.items() if p.startswith(root + "/")}
 
+    def entries(self, directory: str) -> dict[str, RemoteFile]:
+        self._step("entries", directory)
+        prefix = directory.rstrip("/") + "/"
+        return {p: RemoteFile(len(b), self.mtimes[p]) for p, b in self.files.items()
+                if p.startswith(prefix) and "/" not in p[len(prefix):]}
+
     def names(self, directory: str) -> list[str]:
         self._step("names", directory)
         prefix = directory.rstrip("/") + "/"

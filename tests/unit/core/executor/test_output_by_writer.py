@@ -331,3 +331,20 @@ def test_files_written_into_a_new_directory_before_its_watch_keep_their_creation
     mirror.observe(0)
     inodes = sorted((p.stat().st_ino, p.name) for p in (mirror.local / "ckpt").iterdir())
     assert [e.rel.split("/")[1] for e in mirror.history.entries] == [name for _, name in inodes]
+
+
+def test_a_worker_waiting_for_its_chiefs_claim_lists_only_the_top_of_the_output(tmp_path):
+    """Issue #51 item 14: a worker waits (up to 120 s, a look every 0.25 s) for its attempt's claim. It listed
+    the whole output recursively each time — one LISTSTATUS per directory of a deep output, from every
+    worker — and now lists the output's top, where the marks are: one LISTSTATUS a look."""
+    fs = MemoryHDFS()
+    for d in range(40):
+        fs._write(f"/out/ckpt/shard-{d}/part-0", b"x")
+    worker = Mirror("hdfs:///out", tmp_path / "w", files=fs, writer=f"{APP}.a2.worker0", attempt=(APP, 2))
+    fs.ops.clear()
+    assert worker.claim_time(wait_s=0.3, poll_s=0.05) is None
+    assert fs.ops and set(fs.ops) == {"entries"}  # never a recursive `list`
+    fs._write("/out/.tony-writer-0000000003", f"{APP} 2 chief\n".encode())
+    fs.ops.clear()
+    assert worker.claim_time(wait_s=5, poll_s=0.05) is not None
+    assert fs.ops.count("entries") == 1
