@@ -348,3 +348,33 @@ def test_a_worker_waiting_for_its_chiefs_claim_lists_only_the_top_of_the_output(
     fs.ops.clear()
     assert worker.claim_time(wait_s=5, poll_s=0.05) is not None
     assert fs.ops.count("entries") == 1
+
+
+def test_item8_under_the_quiet_rule_too_a_growing_file_goes_out_only_as_far_as_the_round_saw(tmp_path):
+    """A save closed and named in the manifest while a round uploads: the round appends the manifest only up to
+    the size it walked, never the line naming the save it did not take."""
+    out = tmp_path / "out"
+
+    class ProgramWritesDuringTheUpload(MemoryHDFS):
+        def create(self, path, data):
+            super().create(path, data)
+            if "ckpt-1.data" in path and not (out / "ckpt-2.data").exists():
+                (out / "ckpt-2.data").write_bytes(b"ckpt-2")
+                with (out / "manifest.log").open("ab") as fh:
+                    fh.write(b"ckpt-2\n")
+
+    fs = ProgramWritesDuringTheUpload()
+    writer = Mirror("hdfs:///out", out, files=fs, writer=f"{APP}.a1.chief0", attempt=(APP, 1))
+    writer.claim()
+    out.mkdir()
+    (out / "manifest.log").write_bytes(b"start\n")
+    writer.push(cutoff=math.inf)
+    (out / "ckpt-1.data").write_bytes(b"ckpt-1")
+    with (out / "manifest.log").open("ab") as fh:
+        fh.write(b"ckpt-1\n")
+    for name in ("ckpt-1.data", "manifest.log"):
+        os.utime(out / name, (time.time() - 10, time.time() - 10))
+    writer.push()
+    seen = fs.visible()
+    named = [line for line in seen["manifest.log"].decode().split() if line.startswith("ckpt-")]
+    assert all(f"{name}.data" in seen for name in named), (seen["manifest.log"], sorted(seen))
