@@ -21,7 +21,10 @@ from pathlib import Path
 
 from tony_airflow.core.executor.output_events import CLOSED, FOUND, MODIFIED, REMOVED, Change
 
-NEW, READY, SAME, LOST = "new", "ready", "same", "lost"
+NEW = "new"      # not judged yet
+READY = "ready"  # its snapshot is the version the close left (or a removal, or a growing file's turn)
+SAME = "same"    # the version HDFS holds already (or not part of the output)
+LOST = "lost"    # not whole: held open for writing, changed while copied, not copied (`why`)
 
 
 @dataclass
