@@ -461,6 +461,8 @@ class Mirror(Publisher):
         """Publish nothing more, now (the AM is gone: a newer attempt may be writing)."""
         self._halted.set()
         self._stop.set()
+        if self.source is not None:
+            self.source.close()  # an inotify instance is a per-user resource (128 by default, a node's containers)
 
     def _join(self) -> None:
         self._stop.set()
