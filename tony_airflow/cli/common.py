@@ -1,5 +1,5 @@
 """What every command line shares: argparse that refuses in one line, and one mapping of
-errors onto exit codes (0 success, 1 failure, 2 bad input; docs/submitting.md, "exit codes")."""
+errors onto exit codes (0 success, 1 failure, 2 bad input, 69 no cluster reached; docs/submitting.md, "exit codes")."""
 
 from __future__ import annotations
 

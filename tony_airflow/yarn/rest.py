@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from tony_airflow.errors import ClusterError
+from tony_airflow.errors import ClusterError, ClusterUnreachable
 from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.failover import failover_rounds, ordered, rm_is_standby
 from tony_airflow.yarn.hadoop_conf import HadoopConf
@@ -95,8 +95,9 @@ class ResourceManagerError(ClusterError):
         self.unanswered = unanswered  # no RM answered as the active one: down, or an election in progress
 
 
-class NoActiveResourceManager(ResourceManagerError):
-    """A round in which no ResourceManager answered as the active one: asked again while time is left."""
+class NoActiveResourceManager(ResourceManagerError, ClusterUnreachable):
+    """A round in which no ResourceManager answered as the active one: asked again while time is left.
+    Out of time, the cluster was not reached (exit code 69), which is not a job's failure."""
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,10 @@ def _parse_apps(body: dict[str, Any]) -> list[ApplicationReport]:
 
 class _Base:
     def __init__(self, addresses: list[str] | str, user: str | None = None, timeout: float = 10.0,
-                 auth: httpx.Auth | None = None, verify: str | bool = True):
+                 auth: httpx.Auth | None = None, verify: str | bool = True, origin: str = ""):
+        """`origin`: where the addresses came from (`HADOOP_CONF_DIR=…`, an Airflow connection), said when
+        none answers so the user knows which setting to look at."""
+        self.origin = origin
         self.addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         if not self.addresses:
             raise ValueError("at least one ResourceManager address is needed")
@@ -221,6 +225,7 @@ class _Base:
         addresses = conf.rm_web_addresses()
         if "verify" not in kwargs and any(a.startswith("https:") for a in addresses):
             kwargs["verify"] = tls_verify(conf)
+        kwargs.setdefault("origin", f"HADOOP_CONF_DIR={conf.conf_dir}")
         return cls(addresses, **kwargs)
 
     def _outcome(self, index: int, resp: httpx.Response | httpx.TransportError, call: _Call,
@@ -251,9 +256,9 @@ class _Base:
             real = [r for r in refused if "can't be found in cache" not in r.text] or refused
             self._check(real[0], call)
 
-    @staticmethod
-    def _none_active(errors: list[str]) -> ResourceManagerError:
-        return NoActiveResourceManager("no active ResourceManager answered: " + "; ".join(errors),
+    def _none_active(self, errors: list[str]) -> ResourceManagerError:
+        origin = f" (addresses from {self.origin})" if self.origin else ""
+        return NoActiveResourceManager(f"no active ResourceManager answered{origin}: " + "; ".join(errors),
                                        transient=True, unanswered=True)
 
     @staticmethod
