@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, record, wait_terminal, ytf_submit
+from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, as_from_a_terminal, record, wait_terminal, ytf_submit
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.executor.task import AM_LOST_EXIT
 from tony_airflow.core.history.reader import load_by_id
@@ -28,8 +28,9 @@ SMALL = ["-m", "384"]
 
 
 def _popen(*args: str, **kwargs) -> subprocess.Popen:
+    """A command as a user starts it from a terminal (its Ctrl-C and SIGTERM are the tests' to play)."""
     return subprocess.Popen([str(BIN / args[0]), *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **kwargs)
+                            text=True, preexec_fn=as_from_a_terminal, **kwargs)
 
 
 def _read_until(stream, marker: str, timeout: float = 120) -> list[str]:
