@@ -16,15 +16,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from tony_airflow import retries
 from tony_airflow.core.client import JobHandle, TonyClient
 from tony_airflow.core.output_follow import LiveOutput
 from tony_airflow.core.presentation import ProgressPrinter, failure_line, tensorboard_url
 from tony_airflow.core.spec import JobSpec
-from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport
+from tony_airflow.errors import ClusterError, ClusterUnreachable
+from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport, ResourceManagerError
 
 KILL_WAIT_S = 25.0  # inside Azkaban's 30 s between SIGTERM and SIGKILL
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EXIT_BY_SIGNAL = {signal.SIGTERM.name: 143, signal.SIGINT.name: 130}
+# A scheduler's retry looks for the application an earlier try left running: the look is tried this many
+# times (pauses of 2, 4, 6… s: 20 s in all) before the retry gives up, submitting nothing.
+EARLIER_TRY_LOOKS = 5
+EARLIER_TRY_PAUSE_S = 2.0
 
 
 class Terminated(BaseException):
@@ -147,12 +153,22 @@ def _running_with(client: TonyClient, identity: Sequence[str], log: TextIO, job:
     if not identity:
         return None
     wanted = {t.lower() for t in identity}
+
+    def look() -> list[ApplicationReport]:
+        return [a for a in client.rm.applications(states=ACTIVE_STATES, tags=[sorted(wanted)[0]])
+                if wanted <= {t.lower() for t in a.tags}]
+
+    # A look that failed is not "none": taking it for none submitted a second training beside the live one,
+    # both writing one output (an Oozie launcher's next attempt under load, issue #51). Tried again; then
+    # nothing is submitted and the scheduler's next try looks again.
+    again = retries.tries(EARLIER_TRY_LOOKS, EARLIER_TRY_PAUSE_S, lambda exc: isinstance(exc, Exception))
     try:
-        found = [a for a in client.rm.applications(states=ACTIVE_STATES, tags=[sorted(wanted)[0]])
-                 if wanted <= {t.lower() for t in a.tags}]
-    except Exception as exc:  # no answer: submitting is what the scheduler asked for
-        print(f"could not look for an application of an earlier try ({exc}); submitting", file=log, flush=True)
-        return None
+        found = again(look)
+    except ResourceManagerError as exc:
+        unreached = ClusterUnreachable if isinstance(exc, ClusterUnreachable) else ClusterError
+        raise unreached(f"could not look for the application of an earlier try of this job (tags "
+                           f"{', '.join(sorted(wanted))}): {' '.join(str(exc).split())[:300]}; nothing submitted "
+                           "(a second training beside a live one would write the same output)") from None
     if not found:
         return None
     earlier = max(found, key=lambda a: (a.started_time, a.id))

@@ -160,3 +160,53 @@ def test_without_a_running_application_of_an_earlier_try_a_retry_submits():
     run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
                       client_factory=lambda: plain)
     assert plain.submitted == 1 and plain.asked == []  # no identity (ytf-submit by hand): never looked for
+
+
+class SlowRM:
+    """An RM whose listing fails `failures` times (a timeout under load), then answers with `apps`."""
+
+    def __init__(self, failures: int, apps: list[ApplicationReport], transient: bool = True) -> None:
+        self.failures, self.apps, self.transient, self.asked = failures, apps, transient, 0
+
+    def applications(self, states=None, tags=None):
+        from tony_airflow.yarn.rest import ResourceManagerError
+
+        self.asked += 1
+        if self.asked <= self.failures:
+            raise ResourceManagerError("GET /ws/v1/cluster/apps: timed out", transient=self.transient)
+        return [a for a in self.apps if set(tags or ()) & set(a.tags)]
+
+
+OOZIE = ["oozie_workflow_id:0000001-w", "oozie_action_id:0000001-w@train", "oozie-0a1b2c"]
+
+
+def test_a_retry_whose_look_for_the_live_training_fails_once_follows_it_instead_of_submitting_a_second(
+        monkeypatch):
+    """Issue #51 item 16: the Oozie launcher's next attempt reported a second training (…_0090) beside the live
+    one (…_0089). A look for the earlier try's application that failed (a slow RM under load: one timed-out
+    request) was taken for "none", and the retry submitted: two trainings writing one output."""
+    import tony_airflow.core.runner as runner
+
+    monkeypatch.setattr(runner, "EARLIER_TRY_PAUSE_S", 0.0)
+    live = _app("application_1_0089", "RUNNING", tuple(t.lower() for t in OOZIE) + ("tony-airflow",))
+    client = RetriedClient([])
+    client.rm = SlowRM(failures=2, apps=[live])
+    log = io.StringIO()
+    run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=log, client_factory=lambda: client,
+                      identity=OOZIE)
+    assert client.submitted == 0 and client.followed == ["application_1_0089"], log.getvalue()
+
+
+def test_a_retry_that_cannot_look_for_the_live_training_submits_nothing_and_says_why(monkeypatch):
+    import tony_airflow.core.runner as runner
+    from tony_airflow.errors import ClusterError
+
+    monkeypatch.setattr(runner, "EARLIER_TRY_PAUSE_S", 0.0)
+    client = RetriedClient([])
+    client.rm = SlowRM(failures=100, apps=[])
+    with pytest.raises(ClusterError, match=r"^could not look for the application of an earlier try of this job "
+                                           r"\(tags oozie-0a1b2c, .*\): GET /ws/v1/cluster/apps: timed out; nothing "
+                                           r"submitted"):
+        run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
+                          client_factory=lambda: client, identity=OOZIE)
+    assert client.submitted == 0 and client.rm.asked == runner.EARLIER_TRY_LOOKS
