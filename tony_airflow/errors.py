@@ -25,9 +25,21 @@ class UsageError(TonyError, ValueError):
 
 
 class ClusterError(TonyError, RuntimeError):
-    """The cluster (local or real) could not be started, reached or used (exit code 1)."""
+    """The cluster (local or real) could not be started or used (exit code 1)."""
 
     exit_code = 1
+
+
+# sysexits.h's EX_UNAVAILABLE ("a service is unavailable"): a scheduler or script can tell "no cluster
+# answered, nothing was done there" from a job that FAILED (1) and from bad input (2).
+CLUSTER_UNREACHABLE_EXIT = 69
+
+
+class ClusterUnreachable(ClusterError):
+    """No ResourceManager answered at all (refused, unreachable, or only standbys): not a job's failure,
+    nothing was done on the cluster (exit code 69). The message names the addresses and where they came from."""
+
+    exit_code = CLUSTER_UNREACHABLE_EXIT
 
 
 # Libraries whose exceptions are expected at our boundaries (a driver JVM that does not

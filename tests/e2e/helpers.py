@@ -46,6 +46,16 @@ def record(name: str, seconds: float) -> None:
 BIN = Path(sys.executable).parent
 
 
+def as_from_a_terminal() -> None:
+    """`preexec_fn` of a process a test plays a user's Ctrl-C on: SIGINT (and SIGQUIT) at their default, as a
+    terminal's shell starts a command, whatever this test process inherited. A suite run as a background job
+    (`make test > log 2>&1 &`, nohup, many CI runners) starts with SIGINT ignored, every child inherits that,
+    and the product rightly keeps an inherited SIG_IGN (core/runner.py): the played Ctrl-C did nothing, the
+    test timed out and left its application RUNNING (issue #51 item 15)."""
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def ytf_submit(*args: str, timeout: float = 300) -> tuple[subprocess.CompletedProcess, str | None]:
     """Run the real `ytf-submit`; return the process and the application id it printed."""
     proc = subprocess.run([str(BIN / "ytf-submit"), *args], capture_output=True, text=True, timeout=timeout)

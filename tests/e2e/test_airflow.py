@@ -105,6 +105,14 @@ def test_deferrable_operator_and_sensor_wait_in_the_trigger(local_cluster, rm, a
     assert summary["xcoms"]["wait"]["return_value"] == summary["xcoms"]["submit"]["application_id"]
 
 
+def test_a_deferred_task_shows_every_line_of_a_job_that_prints_and_exits_at_once(local_cluster, rm, airflow_env):
+    """Issue #51 item 9: a 4-second job's lines never reached the task log (a 12-second job's did)."""
+    summary, log = run_dag(airflow_env, TEST_DAGS, "tony_short_output")
+    assert summary["state"] == "success", log[-4000:]
+    assert log.count("running trigger in line") == 1
+    assert re.findall(r"\[worker:0\] (short line \d)", log) == [f"short line {i}" for i in range(3)], log[-4000:]
+
+
 def test_a_retry_reconnects_to_the_running_application(local_cluster, rm):
     """Try 1 submits and its worker dies; try 2 finds the id in the task state store and waits for it."""
     from tests.unit.airflow_context import DictStore, task_context

@@ -244,3 +244,23 @@ def test_staging_directories_do_not_outlive_their_applications(local_cluster, rm
     assert proc.returncode == 0, proc.stderr
     left = _staging_dirs()
     assert by_rm not in left and done not in left, left  # swept; removed by skein's AM at its end
+
+
+def test_an_hdfs_input_that_does_not_exist_is_refused_and_an_empty_one_is_an_input(local_cluster, rm):
+    """Issue #51 item 10: a missing input used to stage 0 files and SUCCEED; it is refused before
+    submission (exit 2, one line naming it), as Spark refuses a missing path. An empty directory runs."""
+    from tony_airflow.yarn.hdfs import webhdfs
+
+    fs = webhdfs()
+    missing, empty = "/tmp/e2e/no-such-input", "/tmp/e2e/an-empty-input"
+    fs.rm(missing, recursive=True) if fs.exists(missing) else None
+    fs.makedirs(empty, exist_ok=True)
+    before = len(rm.applications())
+    proc, app_id = ytf_submit("-r", "worker:1", *SMALL, "-i", f"hdfs://{missing}", "echo never")
+    assert proc.returncode == 2 and app_id is None, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: input: hdfs://{missing} does not exist; allowed: an existing path in HDFS "
+        "(an empty directory is allowed)"]
+    assert len(rm.applications()) == before
+    proc, app_id = ytf_submit("-r", "worker:1", *SMALL, "-i", f"hdfs://{empty}", "ls ${DTF_INPUT_PATH}")
+    assert proc.returncode == 0 and app_id, proc.stdout + proc.stderr

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import BUSYBOX, NO_SHELL
-from tests.e2e.helpers import BIN, PAYLOADS, record, run_dag, ytf_submit
+from tests.e2e.helpers import BIN, PAYLOADS, as_from_a_terminal, record, run_dag, ytf_submit
 from tony_airflow.cli.dag_test import local_yarn_connection
 from tony_airflow.core.executor.engine import LABEL
 from tony_airflow.local.cluster import LocalCluster
@@ -54,7 +54,7 @@ def _running(app_id: str, count: int, submit: subprocess.Popen | None = None, wi
 
 def _popen(*args: str) -> tuple[subprocess.Popen, str]:
     submit = subprocess.Popen([str(BIN / "ytf-submit"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+                              text=True, preexec_fn=as_from_a_terminal)  # the ctrl-c case plays a user's Ctrl-C
     first = submit.stdout.readline()
     app_id = first.split()[-1]
     assert app_id.startswith("application_"), first + submit.stderr.read()

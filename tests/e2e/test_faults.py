@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, record, wait_terminal, ytf_submit
+from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, as_from_a_terminal, record, wait_terminal, ytf_submit
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.executor.task import AM_LOST_EXIT
 from tony_airflow.core.history.reader import load_by_id
@@ -28,8 +28,9 @@ SMALL = ["-m", "384"]
 
 
 def _popen(*args: str, **kwargs) -> subprocess.Popen:
+    """A command as a user starts it from a terminal (its Ctrl-C and SIGTERM are the tests' to play)."""
     return subprocess.Popen([str(BIN / args[0]), *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **kwargs)
+                            text=True, preexec_fn=as_from_a_terminal, **kwargs)
 
 
 def _read_until(stream, marker: str, timeout: float = 120) -> list[str]:
@@ -106,6 +107,27 @@ def test_a_retried_azkaban_job_follows_the_application_its_dead_try_left_running
 
 
 # ------------------------------------------------------------------ 5, 6: signals
+def test_two_tries_of_one_azkaban_job_at_once_leave_one_training(local_cluster, rm, tmp_path):
+    """Issue #51 item 16: looking for an earlier try's application and submitting are two steps, so two tries
+    of one job started together (an Oozie launcher's next attempt beside one not yet gone, a scheduler's
+    recovery) both found nothing and both submitted: two trainings for one output. Each try settles on the
+    older application after submitting: one training runs, the younger is killed, both tries report the one."""
+    props = tmp_path / "train.job"
+    props.write_text(f"type=tensorflow\ncluster_requirement=worker:1\ntask_memory=384\n"
+                     f"task_command=python3 {PAYLOADS / 'sleep.py'}\nworker_env.SLEEP_S=10\n"
+                     f"azkaban.flow.execid=4343\nazkaban.flow.flowid=nightly\nazkaban.flow.projectname=ml\n"
+                     f"azkaban.job.id=Train\n")
+    env = {**os.environ, "JOB_PROP_FILE": str(props)}
+    tries = [_popen("tony-azkaban", env=env) for _ in range(2)]
+    outs = [t.communicate(timeout=300) for t in tries]
+    assert [t.returncode for t in tries] == [0, 0], outs
+    tagged = rm.applications(tags=["azkaban_exec_id:4343"])
+    ran = [a for a in tagged if a.final_status == "SUCCEEDED"]
+    assert len(ran) == 1 and all(a.state == "KILLED" for a in tagged if a not in ran), (tagged, outs)
+    for out, _ in outs:  # each try ended with the one training
+        assert f"{ran[0].id} FINISHED SUCCEEDED" in out, out[-2000:]
+
+
 def test_sigterm_during_submission_kills_what_was_submitted_and_exits_143(local_cluster, rm, tmp_path):
     """Azkaban cancels right away: the SIGTERM lands while the job is being submitted."""
     props = tmp_path / "train.job"

@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import time
 
-from tests.e2e.helpers import BIN, PAYLOADS, record
+from tests.e2e.helpers import BIN, PAYLOADS, record, ytf_submit
 
 
 def test_follow_prints_the_chiefs_lines_as_they_come_and_the_failing_tasks_last_lines(local_cluster, rm):
@@ -37,3 +37,14 @@ def test_follow_prints_the_chiefs_lines_as_they_come_and_the_failing_tasks_last_
     delays = [at_ - float(t.rsplit(" ", 1)[1]) for at_, t in arrivals if " printed at " in t]
     record("live output delay, median (s)", statistics.median(delays))
     record("live output delay, max (s)", max(delays))
+
+
+def test_follow_shows_every_line_of_a_job_that_prints_and_exits_at_once(local_cluster, rm):
+    """Issue #51 item 9: `ytf-submit --follow "python3 -c \"print('hello')\""` printed only progress lines (2 of
+    2 runs): the output reached the AM and the job ended between two polls of the follower."""
+    for run in range(2):
+        proc, app_id = ytf_submit("-r", "worker:1", "-m", "384", "--follow",
+                                  "python3 -c \"[print('hello', i) for i in range(3)]\"")
+        assert proc.returncode == 0 and app_id, proc.stdout + proc.stderr
+        ours = [line for line in proc.stdout.splitlines() if line.startswith("[worker:0] ")]
+        assert ours == [f"[worker:0] hello {i}" for i in range(3)], (run, proc.stdout, proc.stderr)

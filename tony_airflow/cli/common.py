@@ -1,6 +1,7 @@
 """What every command line shares: argparse that refuses in one line (with the closest spelling when a name
 is mistyped), help in groups with each option's seed spelling hidden behind its dashed one, and one mapping
-of errors onto exit codes (0 success, 1 failure, 2 bad input; docs/submitting.md, "exit codes")."""
+of errors onto exit codes (0 success, 1 failure, 2 bad input, 69 no cluster reached;
+docs/submitting.md, "exit codes")."""
 
 from __future__ import annotations
 

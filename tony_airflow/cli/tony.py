@@ -1,6 +1,7 @@
 """`tony`: the command line. Thin: parses, then calls the core or the local cluster.
 
-Exit codes (docs/submitting.md, "exit codes"): 0 success, 1 failure, 2 bad input (one line, nothing done).
+Exit codes (docs/submitting.md, "exit codes"): 0 success, 1 failure, 2 bad input (one line, nothing done), 69 no
+cluster reached.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _cluster(args: argparse.Namespace) -> int:
         if cluster.secure:
             print(f"  Kerberos         realm of {cluster.kdc.krb5_conf}; user {cluster.kdc.user_principal}, "
                   f"keytab {cluster.kdc.user_keytab}")
-        print('Use it from a shell with: eval "$(tony cluster env)"')
+        print(env_hint(args.state_dir))
         return 0
     if args.action == "down":
         _engine_down(cluster.state_dir, cluster.nm_local_dirs)
@@ -58,10 +59,22 @@ def _cluster(args: argparse.Namespace) -> int:
             print(f"{key:16} {value}")
         return 0 if cluster.is_ready() else 1
     if args.action == "env":
+        if not cluster.exists():  # an eval of nothing would leave the shell on whatever cluster it had
+            if args.state_dir:
+                raise UsageError(f"--state-dir: no local cluster at {cluster.state_dir}; allowed: the --state-dir "
+                                 "of a `tony cluster up`")
+            raise UsageError(f"no local cluster at {cluster.state_dir}; run `tony cluster up` first, or give "
+                             "--state-dir")
         for key, value in cluster.env().items():
             print(f"export {key}={shlex.quote(value)}")
         return 0
     raise UsageError(f"tony cluster: unknown action {args.action!r}")
+
+
+def env_hint(state_dir: str | None) -> str:
+    """The line `tony cluster up` ends with: the `env` command of this very cluster."""
+    where = f" --state-dir {shlex.quote(state_dir)}" if state_dir else ""
+    return f'Use it from a shell with: eval "$(tony cluster env{where})"'
 
 
 DOCKERD_PID = "dockerd.pid"  # in the cluster's state dir: a dockerd `up --docker` started, stopped by `down`

@@ -38,7 +38,7 @@ from tony_airflow.errors import ClusterError, UsageError
 from tony_airflow.yarn import staging_dirs, submission
 from tony_airflow.yarn.delegation import fetch_tokens
 from tony_airflow.yarn.discovery import ClusterConfig, discover
-from tony_airflow.yarn.hdfs import webhdfs
+from tony_airflow.yarn.hdfs import hdfs_path, webhdfs
 from tony_airflow.yarn.jvm import LIGHT_JVM_FLAGS
 from tony_airflow.yarn.kerberos import KerberosLogin, check_credentials
 from tony_airflow.yarn.rest import ApplicationReport, ResourceManagerClient, ResourceManagerError
@@ -381,7 +381,25 @@ class TonyClient:
             job.check_capacity(_partitions(nodes))
         if job.spread:  # in place: callers submit the job they validated
             job.spread_hosts = _spread_hosts(job, nodes)
+        self.check_input(job)
         return job
+
+    def check_input(self, job: JobSpec) -> None:
+        """An `hdfs://` input that does not exist is refused before submission, as Spark refuses a missing
+        path: the tasks would stage nothing and train on no data (issue #51). An empty directory is an
+        input. Any other input is a path on the tasks' hosts, which this client cannot see."""
+        if not job.input_path.startswith("hdfs:"):
+            return
+        try:
+            fs = webhdfs(self.conf, user=self.rm.user, login=self.login, uri=job.input_path)
+            fs.info(hdfs_path(job.input_path))
+        except FileNotFoundError:
+            raise UsageError(f"input: {job.input_path} does not exist; allowed: an existing path in HDFS "
+                             "(an empty directory is allowed)") from None
+        except PermissionError as exc:
+            raise UsageError(f"input: {job.input_path} cannot be read as {self.rm.user}: {_one_line(exc)}") from None
+        except (OSError, RuntimeError, ValueError, ClusterError) as exc:
+            raise ClusterError(f"webhdfs: checking the input {job.input_path} failed: {_one_line(exc)}") from None
 
     def rm_max_am_attempts(self) -> int:
         """The most application attempts the RM grants (yarn.resourcemanager.am.max-attempts, default 2)."""

@@ -29,6 +29,21 @@ FAILED_TASK = re.compile(r"(?P<task>[\w.-]+:\d+) exited with code -?\d+")
 DIAG_ATTEMPT = re.compile(r"attempt (?P<n>\d+)/\d+:")
 
 
+FOLLOWED_TYPES = ("chief", "master", "worker")  # whose output a reader gets when it names no task
+OUTPUT_FILE = re.compile(r"tony-output-(?P<type>[\w.-]+?)-(?P<index>\d+)-a(?P<attempt>\d+)\.txt")
+
+
+def default_task(types: Iterable[str]) -> str:
+    """The task whose output is followed by default: the chief, else worker 0, else the first task.
+    The AM answers a reader that names no task with it; a reader that never heard the AM finds it the
+    same way among the files YARN aggregated."""
+    types = list(types)
+    for name in FOLLOWED_TYPES:
+        if name in types:
+            return f"{name}:0"
+    return f"{types[0]}:0" if types else ""
+
+
 def task_key(task: str) -> tuple[str, int]:
     """"worker:1" -> ("worker", 1)."""
     type_, _, index = task.rpartition(":")
@@ -216,6 +231,62 @@ class AggregatedFile:
             return None
         text = "".join(self._kept)
         return text if self.tail is None else "".join(text.splitlines(keepends=True)[-self.tail:])
+
+
+def output_files_pattern(task: str = "") -> str:
+    """`yarn logs -log_files_pattern` for every attempt's output file of `task` (of every task when '')."""
+    if not task:
+        return r"tony-output-.*\.txt"
+    type_, index = task_key(task)
+    return rf"tony-output-{re.escape(type_)}-{index}-a\d+\.txt"
+
+
+class AggregatedOutputs:
+    """Every attempt's output file of one task, taken from the lines of `yarn logs` as they come (the last
+    copy of each). With no task named, the task a reader follows by default (`default_task` over the
+    types whose files appear: only files of index 0 are held, and only of the best type so far). `skip`:
+    characters of an attempt already read."""
+
+    def __init__(self, task: str = "", skip: dict[int, int] | None = None):
+        self.task, self.skip = task, skip or {}
+        self._files: dict[tuple[str, int, int], AggregatedFile] = {}
+        self._current: AggregatedFile | None = None
+
+    def feed(self, line: str) -> None:
+        current = self._current
+        if line.startswith("LogType:") and (current is None or current._state != "body"):
+            self._current = current = self._file_of(line[8:].rstrip("\n"))
+        if current is not None:
+            current.feed(line)
+
+    def _file_of(self, name: str) -> AggregatedFile | None:
+        found = OUTPUT_FILE.fullmatch(name)
+        if found is None:
+            return None
+        type_, index, attempt = found["type"], int(found["index"]), int(found["attempt"])
+        if self.task:
+            if (type_, index) != task_key(self.task):
+                return None
+        else:
+            if index != 0:
+                return None
+            best = default_task(sorted({t for t, _, _ in self._files} | {type_})).split(":")[0]
+            if best != type_:
+                return None
+            self._files = {k: f for k, f in self._files.items() if k[0] == best}
+        key = (type_, index, attempt)
+        if key not in self._files:
+            self._files[key] = AggregatedFile(name, skip=self.skip.get(attempt, 0) if self.task else 0)
+        return self._files[key]
+
+    def found(self) -> tuple[str, list[tuple[int, str]]] | None:
+        """(the task, [(attempt, its text)] by attempt), or None if no file of it was there."""
+        texts = {k: f.text() for k, f in self._files.items()}
+        attempts = sorted((k[2], t) for k, t in texts.items() if t is not None)
+        if not attempts:
+            return None
+        type_, index, _ = next(iter(self._files))
+        return f"{type_}:{index}", attempts
 
 
 def aggregated_text(lines: Iterable[str], file_name: str, skip: int = 0, tail: int | None = None) -> str | None:

@@ -20,10 +20,12 @@ import httpx
 
 from tony_airflow.core.output import (
     OUTPUT_PATH,
+    AggregatedOutputs,
     OutputCursor,
     aggregated_text,
     failed_task,
     output_file_name,
+    output_files_pattern,
     task_key,
 )
 from tony_airflow.core.protocol import am_page_url, is_proxied
@@ -83,7 +85,8 @@ class OutputFollower:
         if self.max_lines is not None and len(lines) > self.max_lines:
             dropped = len(lines) - self.max_lines
             lines = [f"[{dropped} lines not shown]"] + lines[-self.max_lines:]
-        return [f"[{self.cursor.task}] {line}" for line in lines]
+        task = self.cursor.task
+        return [f"[{task}] {line}" for line in lines] if task else lines
 
     def _take(self, answer: dict[str, Any]) -> tuple[list[str], bool]:
         """The answer's lines, and whether there is more to read right away."""
@@ -135,16 +138,29 @@ class OutputFollower:
         return more
 
     def finish(self, app_id: str, read_lines: ReadLines, wait: float = AGGREGATION_WAIT_S) -> list[str]:
-        """The application has ended: the lines not read yet, from the aggregated file."""
+        """The application has ended: the lines not read yet, from the files YARN aggregated — the rest of the
+        attempt followed and every later attempt. A follower that knows no attempt (the job printed and
+        ended between two polls, or before the AM's page answered at all) reads its task's output whole,
+        the task being the AM's choice when it was never told (issue #51: a short job showed no line)."""
         c = self.cursor
-        if c.finished or not c.attempt or not c.task:
+        if c.finished and c.attempt and c.task:
             return self._prefix(c.flush())
-        text = read_aggregated(app_id, c.task, c.attempt, c.container_id, read_lines, wait, skip=c.offset)
-        if text is None:
-            return self._prefix(c.flush() + [f"(the rest of {c.task}'s output is in `yarn logs -applicationId "
-                                             f"{app_id}`)"])
+        found = read_outputs(app_id, c.task, {c.attempt: c.offset} if c.attempt else {}, read_lines, wait)
+        if found is None:
+            whose = f"the rest of {c.task}'s output" if c.task else "the output"
+            return self._prefix(c.flush() + [f"({whose} is in `yarn logs -applicationId {app_id}`)"])
+        c.task = c.task or found[0]
+        out: list[str] = []
+        for attempt, text in found[1]:
+            if attempt < c.attempt:
+                continue
+            if attempt > c.attempt:
+                if c.attempt:
+                    out += c.flush() + [f"--- attempt {attempt} ---"]
+                c.attempt, c.offset, c.partial = attempt, 0, ""
+            out += c.rest(text)
         c.finished = True
-        return self._prefix(c.rest(text))
+        return self._prefix(out)
 
 
 def _answer(resp: httpx.Response) -> dict[str, Any] | None:
@@ -164,6 +180,21 @@ def read_aggregated(app_id: str, task: str, attempt: int, container_id: str, rea
         text = aggregated_text(read_lines(app_id, container_id or None, name.replace(".", r"\.")), name, skip, tail)
         if text is not None or time.monotonic() >= deadline:
             return text
+        time.sleep(2.0)
+
+
+def read_outputs(app_id: str, task: str, skip: dict[int, int], read_lines: ReadLines,
+                 wait: float = AGGREGATION_WAIT_S) -> tuple[str, list[tuple[int, str]]] | None:
+    """Every attempt's output of `task` (the default task when ''), after the first `skip[attempt]`
+    characters, from the files YARN aggregated (None if none appeared in `wait` s)."""
+    deadline = time.monotonic() + wait
+    while True:
+        outputs = AggregatedOutputs(task, skip)
+        for line in read_lines(app_id, None, output_files_pattern(task)):
+            outputs.feed(line)
+        found = outputs.found()
+        if found is not None or time.monotonic() >= deadline:
+            return found
         time.sleep(2.0)
 
 

@@ -17,15 +17,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from tony_airflow import retries
 from tony_airflow.core.client import JobHandle, TonyClient
 from tony_airflow.core.output_follow import AGGREGATION_WAIT_S, LiveOutput
 from tony_airflow.core.presentation import ProgressPrinter, failure_line, tensorboard_url
 from tony_airflow.core.spec import JobSpec
-from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport
+from tony_airflow.errors import ClusterError, ClusterUnreachable
+from tony_airflow.yarn.rest import ACTIVE_STATES, ApplicationReport, ResourceManagerError
 
 KILL_WAIT_S = 25.0  # inside Azkaban's 30 s between SIGTERM and SIGKILL
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EXIT_BY_SIGNAL = {signal.SIGTERM.name: 143, signal.SIGINT.name: 130}
+# A scheduler's retry looks for the application an earlier try left running: the look is tried this many
+# times (pauses of 2, 4, 6… s: 20 s in all) before the retry gives up, submitting nothing.
+EARLIER_TRY_LOOKS = 5
+EARLIER_TRY_PAUSE_S = 2.0
 
 
 class Terminated(BaseException):
@@ -102,6 +108,7 @@ def run_to_completion(job: JobSpec, on_submitted: Callable[[str], None], log: Te
                 print(f"Submitting {job.name!r} ({sum(t.instances for t in job.tasks.values())} tasks) to YARN",
                       file=log, flush=True)
                 handle = client.submit(job, validated=True)
+                handle = _settle(client, identity, log, handle)
             outcome = Outcome(handle.app_id, "UNDEFINED")
             live: LiveOutput | None = None
             printer: ProgressPrinter | None = None
@@ -205,16 +212,10 @@ def _running_with(client: TonyClient, identity: Sequence[str], log: TextIO, job:
     lowercase. A client-mode job's chief ran in the process that is gone: that application is killed."""
     if not identity:
         return None
-    wanted = {t.lower() for t in identity}
-    try:
-        found = [a for a in client.rm.applications(states=ACTIVE_STATES, tags=[sorted(wanted)[0]])
-                 if wanted <= {t.lower() for t in a.tags}]
-    except Exception as exc:  # no answer: submitting is what the scheduler asked for
-        print(f"could not look for an application of an earlier try ({exc}); submitting", file=log, flush=True)
-        return None
+    found = _applications_of(client, identity)
     if not found:
         return None
-    earlier = max(found, key=lambda a: (a.started_time, a.id))
+    earlier = min(found, key=lambda a: (a.started_time, a.id))  # the one every try settles on (_settle)
     if job.local_types():
         print(f"killing {earlier.id}, submitted by an earlier try: its client-mode chief is gone", file=log, flush=True)
         client.kill(earlier.id)
@@ -222,6 +223,52 @@ def _running_with(client: TonyClient, identity: Sequence[str], log: TextIO, job:
     print(f"Following {earlier.id}, submitted by an earlier try of this job and still {earlier.state}",
           file=log, flush=True)
     return client.handle(earlier.id)
+
+
+def _applications_of(client: TonyClient, identity: Sequence[str]) -> list[ApplicationReport]:
+    """The active applications carrying every tag of `identity` (YARN keeps tags lowercase). A look that failed
+    is not "none": taking it for none submitted a second training beside the live one, both writing one
+    output (issue #51). Tried again; then nothing is submitted, and the scheduler's next try looks again."""
+    wanted = {t.lower() for t in identity}
+
+    def look() -> list[ApplicationReport]:
+        return [a for a in client.rm.applications(states=ACTIVE_STATES, tags=[sorted(wanted)[0]])
+                if wanted <= {t.lower() for t in a.tags}]
+
+    again = retries.tries(EARLIER_TRY_LOOKS, EARLIER_TRY_PAUSE_S, lambda exc: isinstance(exc, Exception))
+    try:
+        return again(look)
+    except ResourceManagerError as exc:
+        unreached = ClusterUnreachable if isinstance(exc, ClusterUnreachable) else ClusterError
+        raise unreached(f"could not look for the application of an earlier try of this job (tags "
+                        f"{', '.join(sorted(wanted))}): {' '.join(str(exc).split())[:300]}; nothing submitted "
+                        "(a second training beside a live one would write the same output)") from None
+
+
+def _settle(client: TonyClient, identity: Sequence[str], log: TextIO, mine: JobHandle) -> JobHandle:
+    """After submitting, the oldest active application of this scheduler job is the one that runs. Looking and
+    then submitting is not one step: two tries of one job (an Oozie launcher's next attempt beside a
+    launcher not yet gone, a scheduler's recovery) can both find nothing and both submit (issue #51 item
+    16: `…_0090` beside the live `…_0089`). Each applies this rule, so one training is left: the younger
+    try kills its own application and follows the older one."""
+    if not identity:
+        return mine
+    try:
+        found = _applications_of(client, identity)
+    except ClusterError as exc:  # ours is submitted: keep it, as before this look existed
+        print(f"could not look for another try's application ({exc}); keeping {mine.app_id}", file=log, flush=True)
+        return mine
+    age = {a.id: (a.started_time, a.id) for a in found}
+    if mine.app_id not in age:  # not listed yet: nothing to compare with
+        return mine
+    older = sorted((key, app_id) for app_id, key in age.items() if key < age[mine.app_id])
+    if not older:
+        return mine
+    oldest = older[0][1]
+    print(f"{oldest}, submitted at the same time by another try of this job, is older: killing {mine.app_id} "
+          f"and following {oldest}", file=log, flush=True)
+    client.kill(mine.app_id)
+    return client.handle(oldest)
 
 
 def _live_output(client: TonyClient, printer: ProgressPrinter, out: TextIO) -> LiveOutput:

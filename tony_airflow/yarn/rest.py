@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from tony_airflow.errors import ClusterError
+from tony_airflow.errors import ClusterError, ClusterUnreachable
 from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.failover import failover_rounds, ordered, rm_is_standby
 from tony_airflow.yarn.hadoop_conf import HadoopConf
@@ -96,8 +96,9 @@ class ResourceManagerError(ClusterError):
         self.status = status  # the HTTP status the RM answered with (404: no such application); 0: none
 
 
-class NoActiveResourceManager(ResourceManagerError):
-    """A round in which no ResourceManager answered as the active one: asked again while time is left."""
+class NoActiveResourceManager(ResourceManagerError, ClusterUnreachable):
+    """A round in which no ResourceManager answered as the active one: asked again while time is left.
+    Out of time, the cluster was not reached (exit code 69), which is not a job's failure."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,10 @@ def _parse_apps(body: dict[str, Any]) -> list[ApplicationReport]:
 
 class _Base:
     def __init__(self, addresses: list[str] | str, user: str | None = None, timeout: float = 10.0,
-                 auth: httpx.Auth | None = None, verify: str | bool = True):
+                 auth: httpx.Auth | None = None, verify: str | bool = True, origin: str = ""):
+        """`origin`: where the addresses came from (`HADOOP_CONF_DIR=…`, an Airflow connection), said when
+        none answers so the user knows which setting to look at."""
+        self.origin = origin
         self.addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         if not self.addresses:
             raise ValueError("at least one ResourceManager address is needed")
@@ -222,6 +226,7 @@ class _Base:
         addresses = conf.rm_web_addresses()
         if "verify" not in kwargs and any(a.startswith("https:") for a in addresses):
             kwargs["verify"] = tls_verify(conf)
+        kwargs.setdefault("origin", f"HADOOP_CONF_DIR={conf.conf_dir}")
         return cls(addresses, **kwargs)
 
     def _outcome(self, index: int, resp: httpx.Response | httpx.TransportError, call: _Call,
@@ -252,9 +257,9 @@ class _Base:
             real = [r for r in refused if "can't be found in cache" not in r.text] or refused
             self._check(real[0], call)
 
-    @staticmethod
-    def _none_active(errors: list[str]) -> ResourceManagerError:
-        return NoActiveResourceManager("no active ResourceManager answered: " + "; ".join(errors),
+    def _none_active(self, errors: list[str]) -> ResourceManagerError:
+        origin = f" (addresses from {self.origin})" if self.origin else ""
+        return NoActiveResourceManager(f"no active ResourceManager answered{origin}: " + "; ".join(errors),
                                        transient=True, unanswered=True)
 
     @staticmethod

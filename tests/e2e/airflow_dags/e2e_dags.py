@@ -34,6 +34,12 @@ with DAG("tony_deferrable", schedule=None, start_date=START, catchup=False):
                                  deferrable=True, poke_interval=1, timeout=300)
     deferred >> submit >> wait
 
+# issue #51 item 9: a job that prints and exits at once, between two of the trigger's polls (its lines never
+# reached the task log); poll_interval 10 s makes that the likely timing
+with DAG("tony_short_output", schedule=None, start_date=START, catchup=False):
+    TensorFlowOnYarnOperator(task_id="train", cluster_requirement="worker:1", deferrable=True, task_memory="512",
+                             command="python3 -c \"[print('short line', i) for i in range(3)]\"", poll_interval=10)
+
 # issue #31: the same job in an image, through the operator (tests/e2e/test_docker_engine.py names both)
 if os.environ.get("TONY_E2E_IMAGE"):
     with DAG("tony_in_image", schedule=None, start_date=START, catchup=False):

@@ -209,3 +209,86 @@ def test_the_rms_patience_is_hadoops_setting():
 
     assert rm_patience(None) == RM_PATIENCE_S == 900.0
     assert rm_patience("60000") == 60.0 and rm_patience("-1") == math.inf and rm_patience("soon") == RM_PATIENCE_S
+
+
+# ------------------------------------------- issue #51 item 10: a missing input
+class _Files:
+    """fsspec's WebHDFS as far as the input check uses it: GETFILESTATUS of one path."""
+
+    def __init__(self, present: set[str], error: Exception | None = None):
+        self.present, self.error, self.asked = present, error, []
+
+    def info(self, path):
+        self.asked.append(path)
+        if self.error is not None:
+            raise self.error
+        if path not in self.present:
+            raise FileNotFoundError(f"File does not exist: {path}")
+        return {"name": path, "type": "directory", "size": 0}
+
+
+def _input_client(monkeypatch, files: _Files):
+    from tony_airflow.core import client as client_module
+
+    made: list[dict] = []
+
+    def webhdfs(conf=None, user=None, login=None, token=None, uri=None):
+        made.append({"user": user, "uri": uri})
+        return files
+
+    monkeypatch.setattr(client_module, "webhdfs", webhdfs)
+    client = object.__new__(client_module.TonyClient)
+    client.conf, client.login, client.rm = None, None, SimpleNamespace(user="alice")
+    return client, made
+
+
+def _with_input(path: str):
+    from tony_airflow.core.spec import build_job_spec
+
+    return build_job_spec({"cluster_requirement": "worker:1", "command": "train", "input": path}, check_paths=False)
+
+
+def test_an_hdfs_input_that_does_not_exist_is_refused_in_one_line_naming_it(monkeypatch):
+    from tony_airflow.errors import UsageError
+
+    files = _Files(present={"/data/other"})
+    client, made = _input_client(monkeypatch, files)
+    with pytest.raises(UsageError) as exc:
+        client.check_input(_with_input("hdfs:///data/in"))
+    assert str(exc.value) == ("input: hdfs:///data/in does not exist; allowed: an existing path in HDFS "
+                              "(an empty directory is allowed)")
+    assert files.asked == ["/data/in"] and made == [{"user": "alice", "uri": "hdfs:///data/in"}]
+
+
+def test_an_existing_input_an_empty_directory_included_and_a_local_one_pass(monkeypatch):
+    files = _Files(present={"/data/empty"})
+    client, made = _input_client(monkeypatch, files)
+    client.check_input(_with_input("hdfs://nn:8020/data/empty"))
+    assert files.asked == ["/data/empty"] and made[0]["uri"] == "hdfs://nn:8020/data/empty"
+    client.check_input(_with_input("/data/on/every/host"))  # not HDFS: the tasks' own filesystem, not ours
+    client.check_input(_with_input(""))
+    assert files.asked == ["/data/empty"]
+
+
+def test_an_input_the_user_may_not_read_is_bad_input_and_an_unreachable_hdfs_a_cluster_error(monkeypatch):
+    from tony_airflow.errors import ClusterError, UsageError
+
+    client, _ = _input_client(monkeypatch, _Files(set(), PermissionError("Permission denied: user=alice")))
+    with pytest.raises(UsageError, match=r"^input: hdfs:///data/in cannot be read as alice: Permission denied"):
+        client.check_input(_with_input("hdfs:///data/in"))
+    client, _ = _input_client(monkeypatch, _Files(set(), ConnectionError("refused")))
+    with pytest.raises(ClusterError, match=r"^webhdfs: checking the input hdfs:///data/in failed: refused"):
+        client.check_input(_with_input("hdfs:///data/in"))
+
+
+def test_validate_checks_the_input(monkeypatch):
+    from tony_airflow.core.client import TonyClient
+
+    checked = []
+    monkeypatch.setattr(TonyClient, "check_input", lambda self, job: checked.append(job.input_path))
+    client = object.__new__(TonyClient)
+    client.conf = {}
+    client.max_allocation = lambda queue: None
+    client.rm = SimpleNamespace(get=lambda path: {})
+    client.validate(_with_input("hdfs:///data/in"))
+    assert checked == ["hdfs:///data/in"]

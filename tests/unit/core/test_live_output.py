@@ -170,7 +170,8 @@ def test_follower_reads_through_the_tracking_url_then_the_rest_from_the_aggregat
         read.append((app_id, container_id, pattern))
         return iter(LOGS_OUTPUT.splitlines(keepends=True))
     assert later.finish("application_1_0001", read_lines) == ["[worker:1] boom é", "[worker:1] last"]
-    assert read == [("application_1_0001", "container_1_0001_01_000003", r"tony-output-worker-1-a1\.txt")]
+    # every attempt of the task followed: a later one may have run unseen (issue #51)
+    assert read == [("application_1_0001", None, r"tony-output-worker-1-a\d+\.txt")]
 
 
 def test_follower_caps_the_lines_of_one_poll():
@@ -237,3 +238,74 @@ def test_the_aggregated_file_is_read_as_it_comes_and_only_what_is_kept_is_held()
     assert tail.text() == "line 199997\nline 199998\nline 199999\n" and most_held <= 4
     skip = sum(len(f"line {i}\n") for i in range(body_lines - 2))
     assert aggregated_text(stream(), name, skip=skip) == "line 199998\nline 199999\n"
+
+
+# ------------------------------------------ issue #51 item 9: the output of a job that ended at once
+def _aggregated(*files: tuple[str, str, str]) -> str:
+    """`yarn logs` output holding (container, file name, content) in turn, in Hadoop's words."""
+    out = []
+    for container, name, text in files:
+        out += [f"Container: {container} on host_1\n", "LogAggregationType: AGGREGATED\n", "=" * 68 + "\n",
+                f"LogType:{name}\n", "LogLastModifiedTime:Mon Nov 23 22:35:48 +0000 2026\n",
+                f"LogLength:{len(text.encode())}\n", "LogContents:\n", text, f"End of LogType:{name}\n",
+                "*" * 68 + "\n", "\n"]
+    return "".join(out)
+
+
+SHORT_JOB = _aggregated(("container_1_0001_01_000002", "tony-output-ps-0-a1.txt", "ps says\n"),
+                        ("container_1_0001_01_000003", "tony-output-worker-0-a1.txt", "hello\nLogType:not a file\n"),
+                        ("container_1_0001_01_000004", "tony-output-worker-1-a1.txt", "other worker\n"),
+                        ("container_1_0001_01_000003", "executor.log", "the executor's own log\n"))
+
+
+def _reader(text: str, asked: list | None = None):
+    def read_lines(app_id, container_id, pattern):
+        if asked is not None:
+            asked.append((container_id, pattern))
+        return iter(text.splitlines(keepends=True))
+    return read_lines
+
+
+def test_a_job_that_ended_before_the_follower_heard_of_any_output_is_read_whole_from_the_aggregated_file():
+    """`ytf-submit --follow "python3 -c \"print('hello')\""` printed no line of it: the task's output reached
+    the AM and the job ended between two polls, so the follower knew no attempt and `finish` read nothing."""
+    asked: list = []
+    follower = OutputFollower()  # never answered: the AM's choice of task is not known either
+    assert follower.finish("application_1_0001", _reader(SHORT_JOB, asked), wait=0) == [
+        "[worker:0] hello", "[worker:0] LogType:not a file"]
+    assert asked == [(None, r"tony-output-.*\.txt")]
+    assert follower.cursor.task == "worker:0" and follower.cursor.finished
+
+
+def test_a_follower_told_the_task_but_no_output_yet_reads_that_task_whole():
+    """The AM answers attempt 0 until the task's first output arrives."""
+    follower = OutputFollower()
+    follower.poll(TRACKING, lambda url: _response({"task": "worker:1", "attempt": 0, "container_id": "",
+                                                   "offset": 0, "end": 0, "text": "", "finished": False}))
+    asked: list = []
+    assert follower.finish("application_1_0001", _reader(SHORT_JOB, asked), wait=0) == ["[worker:1] other worker"]
+    assert asked == [(None, r"tony-output-worker-1-a\d+\.txt")]
+
+
+def test_the_chief_is_followed_by_default_as_the_am_does():
+    logs = SHORT_JOB + _aggregated(("container_1_0001_01_000005", "tony-output-chief-0-a1.txt", "chief line\n"))
+    assert OutputFollower().finish("application_1_0001", _reader(logs), wait=0) == ["[chief:0] chief line"]
+
+
+def test_the_rest_of_the_attempt_followed_and_the_attempts_after_it_are_read_after_the_end():
+    logs = _aggregated(("c1", "tony-output-worker-0-a1.txt", "one\ntwo\n"),
+                       ("c2", "tony-output-worker-0-a2.txt", "again\n"),
+                       ("c3", "tony-output-worker-0-a3.txt", "last\n"))
+    follower = OutputFollower(FollowState(task="worker:0", attempt=2, offset=0))
+    assert follower.finish("application_1_0001", _reader(logs), wait=0) == [
+        "[worker:0] again", "[worker:0] --- attempt 3 ---", "[worker:0] last"]
+    follower = OutputFollower(FollowState(task="worker:0", attempt=1, offset=4, partial=""))
+    assert follower.finish("application_1_0001", _reader(logs), wait=0) == [
+        "[worker:0] two", "[worker:0] --- attempt 2 ---", "[worker:0] again", "[worker:0] --- attempt 3 ---",
+        "[worker:0] last"]
+
+
+def test_no_aggregated_file_says_where_the_output_is():
+    follower = OutputFollower()
+    assert follower.finish("application_1_0001", _reader(""), wait=0) == [
+        "(the output is in `yarn logs -applicationId application_1_0001`)"]

@@ -160,3 +160,99 @@ def test_without_a_running_application_of_an_earlier_try_a_retry_submits():
     run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
                       client_factory=lambda: plain)
     assert plain.submitted == 1 and plain.asked == []  # no identity (ytf-submit by hand): never looked for
+
+
+class SlowRM:
+    """An RM whose listing fails `failures` times (a timeout under load), then answers with `apps`."""
+
+    def __init__(self, failures: int, apps: list[ApplicationReport], transient: bool = True) -> None:
+        self.failures, self.apps, self.transient, self.asked = failures, apps, transient, 0
+
+    def applications(self, states=None, tags=None):
+        from tony_airflow.yarn.rest import ResourceManagerError
+
+        self.asked += 1
+        if self.asked <= self.failures:
+            raise ResourceManagerError("GET /ws/v1/cluster/apps: timed out", transient=self.transient)
+        return [a for a in self.apps if set(tags or ()) & set(a.tags)]
+
+
+OOZIE = ["oozie_workflow_id:0000001-w", "oozie_action_id:0000001-w@train", "oozie-0a1b2c"]
+
+
+def test_a_retry_whose_look_for_the_live_training_fails_once_follows_it_instead_of_submitting_a_second(
+        monkeypatch):
+    """Issue #51 item 16: the Oozie launcher's next attempt reported a second training (…_0090) beside the live
+    one (…_0089). A look for the earlier try's application that failed (a slow RM under load: one timed-out
+    request) was taken for "none", and the retry submitted: two trainings writing one output."""
+    import tony_airflow.core.runner as runner
+
+    monkeypatch.setattr(runner, "EARLIER_TRY_PAUSE_S", 0.0)
+    live = _app("application_1_0089", "RUNNING", tuple(t.lower() for t in OOZIE) + ("tony-airflow",))
+    client = RetriedClient([])
+    client.rm = SlowRM(failures=2, apps=[live])
+    log = io.StringIO()
+    run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=log, client_factory=lambda: client,
+                      identity=OOZIE)
+    assert client.submitted == 0 and client.followed == ["application_1_0089"], log.getvalue()
+
+
+def test_a_retry_that_cannot_look_for_the_live_training_submits_nothing_and_says_why(monkeypatch):
+    import tony_airflow.core.runner as runner
+    from tony_airflow.errors import ClusterError
+
+    monkeypatch.setattr(runner, "EARLIER_TRY_PAUSE_S", 0.0)
+    client = RetriedClient([])
+    client.rm = SlowRM(failures=100, apps=[])
+    with pytest.raises(ClusterError, match=r"^could not look for the application of an earlier try of this job "
+                                           r"\(tags oozie-0a1b2c, .*\): GET /ws/v1/cluster/apps: timed out; nothing "
+                                           r"submitted"):
+        run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
+                          client_factory=lambda: client, identity=OOZIE)
+    assert client.submitted == 0 and client.rm.asked == runner.EARLIER_TRY_LOOKS
+
+
+class RacingClient(RetriedClient):
+    """Two tries of one scheduler job at once: both looked before either submitted; `other` is the other try's
+    application, already in the RM when this try's own submission returns."""
+
+    def __init__(self, other: ApplicationReport, mine_started: int) -> None:
+        self.apps: list[ApplicationReport] = []
+        super().__init__(self.apps)
+        self.other, self.mine_started = other, mine_started
+
+    def submit(self, job: object, validated: bool = False) -> FakeHandle:
+        self.submitted += 1
+        handle = FakeHandle()
+        handle.app_id = "application_1_0091"
+        self.apps += [self.other, _app(handle.app_id, "ACCEPTED", self.other.tags, started=self.mine_started)]
+        return handle
+
+    def handle(self, app_id: str) -> FakeHandle:
+        followed = super().handle(app_id)
+        followed.app_id = app_id
+        return followed
+
+
+def test_two_tries_that_submit_at_once_settle_on_the_older_application_and_the_younger_is_killed():
+    """Issue #51 item 16: a look finds nothing, the try submits; another try of the same job (the launcher's
+    next attempt, a scheduler's recovery) did the same at the same moment: two trainings for one output.
+    After submitting, the older application is the one both follow; the younger try kills its own."""
+    tags = tuple(t.lower() for t in OOZIE) + ("tony-airflow",)
+    older = _app("application_1_0089", "RUNNING", tags, started=5)
+    client = RacingClient(older, mine_started=7)
+    log = io.StringIO()
+    outcome = run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=log,
+                                client_factory=lambda: client, identity=OOZIE)
+    assert client.submitted == 1 and client.killed == ["application_1_0091"], log.getvalue()
+    assert client.followed == ["application_1_0089"] and outcome.application_id == "application_1_0089"
+    assert "application_1_0089, submitted at the same time by another try of this job, is older" in log.getvalue()
+
+
+def test_the_older_of_two_racing_tries_keeps_its_own_application():
+    tags = tuple(t.lower() for t in OOZIE) + ("tony-airflow",)
+    younger = _app("application_1_0092", "ACCEPTED", tags, started=9)
+    client = RacingClient(younger, mine_started=7)
+    outcome = run_to_completion(make_job("worker:1"), on_submitted=lambda _: None, log=io.StringIO(),
+                                client_factory=lambda: client, identity=OOZIE)
+    assert client.killed == [] and client.followed == [] and outcome.application_id == "application_1_0091"

@@ -41,4 +41,5 @@ def test_no_rm_answering_is_one_line():
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
     ok, line = _hook([f"http://127.0.0.1:{port}"], user="alice").test_connection()
-    assert not ok and line.startswith("no active ResourceManager answered: ") and "\n" not in line, line
+    said = "no active ResourceManager answered (addresses from the Airflow connection 'yarn_default'): "
+    assert not ok and line.startswith(said) and "\n" not in line, line

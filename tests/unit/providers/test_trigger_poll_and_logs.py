@@ -167,7 +167,26 @@ def test_the_operator_ends_with_the_lines_the_trigger_did_not_see(fake_rm, monke
     op.execute_complete(task_context(), event)
     logged = _logged(capsys)
     assert "[worker:0] done." in logged and "[worker:0] epoch 1" not in logged
-    assert read == [("application_1700000000000_0001", "container_1", r"tony-output-worker-0-a1\.txt")]
+    assert read == [("application_1700000000000_0001", None, r"tony-output-worker-0-a\d+\.txt")]
+
+
+def test_the_operator_shows_every_line_of_a_job_that_ended_before_its_trigger_saw_any(
+        fake_rm, monkeypatch, capsys):  # noqa: F811
+    """Issue #51 item 9: a 4-second job ran between two of the trigger's polls; its lines never reached the
+    task log because the follower knew no attempt of any task."""
+    read = []
+
+    def log_lines(app_id, container_id=None, pattern=None, **kw):
+        read.append(pattern)
+        return iter(LOGS_OUTPUT.splitlines(keepends=True))
+    monkeypatch.setattr("tony_airflow.yarn.logs.log_lines", log_lines)
+    op, _ = _operator(fake_rm, monkeypatch, deferrable=True, stream_logs=True)
+    event = {"status": "success", "application_id": "application_1700000000000_0001", "final_status": "SUCCEEDED",
+             "follow": {"task": "", "attempt": 0, "offset": 0, "container_id": "", "partial": "", "finished": False}}
+    op.execute_complete(task_context(), event)
+    logged = _logged(capsys)
+    assert "[worker:0] epoch 1" in logged and "[worker:0] done." in logged
+    assert read == [r"tony-output-.*\.txt"]
 
 
 def test_the_operator_streams_while_it_waits_in_a_worker(fake_rm, monkeypatch, capsys):  # noqa: F811

@@ -12,18 +12,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tony_airflow.core import protocol
-from tony_airflow.core.output import AM_KEEP_CHARS, AM_MIN_KEEP_CHARS, AM_TOTAL_KEEP_CHARS, SHIP_CHARS, OutputLog
+from tony_airflow.core.output import (
+    AM_KEEP_CHARS,
+    AM_MIN_KEEP_CHARS,
+    AM_TOTAL_KEEP_CHARS,
+    SHIP_CHARS,
+    OutputLog,
+    default_task,
+)
 
-FOLLOWED_TYPES = ("chief", "master", "worker")  # whose output a reader gets when it names no task
-
-
-def default_task(types: Iterable[str]) -> str:
-    """The task whose output is followed by default: the chief, else worker 0, else the first task."""
-    types = list(types)
-    for name in FOLLOWED_TYPES:
-        if name in types:
-            return f"{name}:0"
-    return f"{types[0]}:0" if types else ""
+__all__ = ["Outputs", "TaskOutput", "default_task", "keep_per_task"]
 
 
 def keep_per_task(tasks: int) -> int:

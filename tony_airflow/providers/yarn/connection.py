@@ -65,6 +65,7 @@ class YarnSettings:
     auth: str = "simple"
     principal: str | None = None
     keytab: str | None = None
+    rm_origin: str = ""  # `HADOOP_CONF_DIR=…` when `resolved` read the addresses there (said when none answers)
 
     @classmethod
     def from_connection(cls, conn: Any) -> YarnSettings:
@@ -105,7 +106,8 @@ class YarnSettings:
             raise UsageError("yarn connection: no ResourceManager address, no hadoop_conf_dir, HADOOP_CONF_DIR "
                              "unset and no local cluster; set the connection's host or run `tony cluster up`")
         # hadoop_conf_dir stays as given: unset, the core client takes HADOOP_CONF_DIR or the local cluster
-        return YarnSettings(**{**self.__dict__, "rm_addresses": HadoopConf.load(conf_dir).rm_web_addresses()})
+        return YarnSettings(**{**self.__dict__, "rm_addresses": HadoopConf.load(conf_dir).rm_web_addresses(),
+                               "rm_origin": f"HADOOP_CONF_DIR={conf_dir}"})
 
 
 def kerberos_login(settings: YarnSettings) -> KerberosLogin | None:

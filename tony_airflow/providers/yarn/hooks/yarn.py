@@ -64,8 +64,17 @@ class YarnHook(BaseHook):
         """The connection's RM client, made once per hook: a poking sensor's pokes share its HTTP client."""
         if self._rm is None:
             s = self.settings
-            self._rm = ResourceManagerClient(s.rm_addresses, user=s.user, auth=http_auth(s))
+            self._rm = ResourceManagerClient(s.rm_addresses, user=s.user, auth=http_auth(s), origin=self.rm_origin())
         return self._rm
+
+    def rm_origin(self) -> str:
+        """Where the ResourceManager addresses came from, for the line said when none answers: the
+        connection's host and extras, its hadoop_conf_dir, or HADOOP_CONF_DIR (no connection names one)."""
+        s = self.settings
+        this = f"the Airflow connection {self.yarn_conn_id!r}"
+        if not s.rm_origin:
+            return this
+        return f"{s.rm_origin} of {this}" if s.hadoop_conf_dir else s.rm_origin
 
     def tony_client(self) -> TonyClient:
         """The core client, pointed at this connection's cluster (the one way anything is submitted)."""
@@ -84,7 +93,7 @@ class YarnHook(BaseHook):
         A standby-only pair is said at once, not waited for as a job's calls wait for an election."""
         try:
             s = self.settings
-            rm = ResourceManagerClient(s.rm_addresses, user=s.user, auth=http_auth(s))
+            rm = ResourceManagerClient(s.rm_addresses, user=s.user, auth=http_auth(s), origin=self.rm_origin())
             rm.failover_wait_s = 0.0
             try:
                 info = rm.get("/ws/v1/cluster/info").get("clusterInfo") or {}
