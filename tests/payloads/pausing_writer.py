@@ -27,7 +27,7 @@ model = out / "model.bin"
 
 def version(step: int) -> bytes:
     body = step.to_bytes(8, "big") + bytes([step % 251]) * SIZE
-    whole = (16 + len(body) + 32).to_bytes(8, "big") + body
+    whole = (8 + len(body) + 32).to_bytes(8, "big") + body
     return whole + hashlib.sha256(whole).digest()
 
 
