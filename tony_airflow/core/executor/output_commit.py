@@ -452,7 +452,8 @@ class Mirror(Publisher):
             try:
                 self.observe(WATCH_POLL_S)
             except Exception as exc:  # a watcher that dies would leave closes unsnapshotted: say so, fall back
-                self._fall_back(f"the event watcher failed: {exc}")
+                if not self._stop.is_set():  # (halted: its instance was closed under it)
+                    self._fall_back(f"the event watcher failed: {exc}")
                 return
             if self.source is not None and self.source.gone:
                 return
