@@ -218,6 +218,12 @@ class JobHistory:
         return self.status == RUNNING
 
     @property
+    def log_incomplete(self) -> bool:
+        """The AM never closed the log, and not because the user killed the job (a kill ends an AM before it
+        can: what it wrote is all there is to say)."""
+        return not self.complete and not self.running and self.status != "KILLED"
+
+    @property
     def start(self) -> float | None:
         return self.submitted_at or self.started_at or (self.events[0]["time"] if self.events else None)
 
@@ -255,8 +261,10 @@ class JobHistory:
         else:
             self.diagnostics = self.diagnostics or rm_diagnostics.strip()
             self.finished_at = self.events[-1]["time"] if self.events else None
-            self.incomplete_reason = ("the AM ended without closing the event log; "
-                                      "the events below are what it wrote before")
+            self.incomplete_reason = (
+                "the application was killed before its AM closed the event log (YARN ends an AM 250 ms after "
+                "its SIGTERM); the events below are what it wrote before" if final == "KILLED" else
+                "the AM ended without closing the event log; the events below are what it wrote before")
         self.status = final
         for attempt in self.attempts:
             for run in attempt.tasks.values():

@@ -16,7 +16,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 def jobs_table(jobs: list[JobHistory]) -> str:
     rows = []
     for job in jobs:
-        status = job.status + ("" if job.complete or job.running else " (log incomplete)")
+        status = job.status + (" (log incomplete)" if job.log_incomplete else "")
         rows.append([job.app_id, job.name, job.user, status, when(job.start), duration(job.duration_s()),
                      f"{len(job.attempts)}/{job.max_attempts}"])
     return _table(["APPLICATION", "NAME", "USER", "STATUS", "START (UTC)", "DURATION", "ATTEMPTS"], rows)
@@ -36,7 +36,7 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
         out.append(usage_line(job.usage))
     for attempt in job.attempts:
         if attempt.ok is None:
-            verdict = "running" if job.running else "did not end"
+            verdict = "running" if job.running else "killed" if job.status == "KILLED" else "did not end"
         else:
             verdict = "succeeded" if attempt.ok else "failed"
         first = ""

@@ -52,3 +52,25 @@ def test_a_log_closed_on_sigterm_takes_yarns_final_status_and_no_task_stays_runn
     open_job = JobHistory.from_events("application_1_2", events[:-1], complete=False)
     open_job.reconcile("FINISHED", "FAILED")
     assert open_job.status == "FAILED" and "without closing" in open_job.incomplete_reason
+
+
+# ---------------------------------------------------- issue #53 item 7: after `tony kill`
+def test_a_job_killed_before_its_am_closed_the_log_reads_killed_not_incomplete():
+    """`tony kill`: YARN SIGKILLs the AM 250 ms after its SIGTERM, often before it closes the event log. The
+    history said `KILLED (log incomplete)` and "attempt 1: did not end"; a kill is the end the user asked for."""
+    from tony_airflow.core.history import events as ev
+    from tony_airflow.core.history.model import JobHistory
+    from tony_airflow.core.history.text import job_report, jobs_table
+
+    t = 1000.0
+    events = [
+        {"event": ev.JOB_SUBMITTED, "time": t, "name": "j", "max_attempts": 1},
+        {"event": ev.ATTEMPT_STARTED, "time": t + 1, "attempt": 1, "tasks": ["worker:0"]},
+        {"event": ev.TASK_STARTED, "time": t + 2, "attempt": 1, "task": "worker:0"},
+    ]
+    job = JobHistory.from_events("application_1_3", events, complete=False)
+    job.reconcile("KILLED", "KILLED", "Application killed by user.")
+    assert "KILLED" in jobs_table([job]) and "log incomplete" not in jobs_table([job])
+    report = job_report(job)
+    assert "attempt 1: killed" in report and "did not end" not in report, report
+    assert "killed before its AM closed the event log" in job.incomplete_reason
