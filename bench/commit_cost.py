@@ -64,6 +64,7 @@ for n in range(1, count + 1):
         fh.write(body)
     print(n, time.monotonic(), flush=True)
     time.sleep(max(0.0, began + interval * n - time.monotonic()))
+time.sleep(3.0)  # a program goes on training after its last save: that save's way to HDFS is measured too
 """
 
 
