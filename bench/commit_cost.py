@@ -369,7 +369,7 @@ def watch_cost() -> Report:
             old = time.time() - 5
             for path in local.rglob("f*"):
                 os.utime(path, (old, old))
-            mirror.push(cutoff=time.time())  # all 10 000 published: what follows is watching
+            mirror.push_all(cutoff=time.time())  # all 10 000 published: what follows is watching
             pids: list[int] = []
             start_mirror(mirror, events, pids.copy)
             time.sleep(2.0)  # the event source's watches are set

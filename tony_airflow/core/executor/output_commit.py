@@ -501,11 +501,7 @@ class Mirror(Publisher):
                 if cutoff == math.inf:
                     return self._publish_everything()
                 return self.publish_ready(before=cutoff)
-        count = 0
-        while True:  # the scan's rounds until one took everything it may (no per-round cap at the end)
-            count += self.push(cutoff)
-            if not self._capped:
-                break
+        count = self.push_all(cutoff)  # no per-round cap at the end
         if cutoff == math.inf:
             self._raise_unpublished()
         return count

@@ -72,6 +72,15 @@ class Publisher(OutputDirectory):
         self.waiting = blocked_at is not None
         return count
 
+    def push_all(self, cutoff: float) -> int:
+        """Scan rounds until one took everything it may: a round takes at most MAX_OPEN files at once, a push
+        that must publish everything (the end; a first publish of a large directory) has no such cap."""
+        count = 0
+        while True:
+            count += self.push(cutoff)
+            if not self._capped:
+                return count
+
     def _round(self, cutoff: float, background: bool) -> tuple[int, float | None]:
         """One round: (files published or removed, the mtime of the file the prefix stopped at). `_capped`:
         it stopped at MAX_OPEN files (the next round goes on from there)."""
