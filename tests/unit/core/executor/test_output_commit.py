@@ -855,15 +855,15 @@ def test_a_worker_waiting_for_its_chiefs_claim_stops_waiting_when_its_task_is_st
     worker = _mirror(tmp_path / "worker1", fs, attempt=2, task="worker1")
     stopped = threading.Event()
     listings = 0
-    real_list = fs.list
+    real_entries = fs.entries  # a waiting worker lists the output's top, where the marks are (#51 item 14)
 
-    def counting_list(path):
+    def counting_entries(path):
         nonlocal listings
         listings += 1
         if listings == 3:
             stopped.set()  # the AM's word arrives during the wait
-        return real_list(path)
+        return real_entries(path)
 
-    fs.list = counting_list
+    fs.entries = counting_entries
     assert worker.pull_as_of_claim(events=False, wait_s=600, poll_s=0.01, stopped=stopped) == 0
     assert listings == 3 and not (worker.local / "ckpt").exists()
