@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tony_airflow import retries
-from tony_airflow.core.executor.output_events import EventSource, Held, Writers, file_key
+from tony_airflow.core.executor.output_events import CLOSED, REMOVED, Change, EventSource, Held, Writers, file_key
 from tony_airflow.core.executor.output_history import LOST, NEW, READY, SAME, Entry, History
 from tony_airflow.core.executor.output_protocol import (
     EVENTS,
@@ -97,6 +97,7 @@ class Mirror(Publisher):
         self._appending: set[str] = set()
         self._classified: dict[str, tuple[int, int]] = {}  # rel -> the file whose kind was looked at
         self._hist_lock = threading.RLock()
+        self._lost_gen = 0  # times events were lost: a rescan hands back only if none was lost since it began
         self._threads: list[threading.Thread] = []
 
     @property
@@ -130,15 +131,30 @@ class Mirror(Publisher):
     def observe(self, timeout_s: float = 0.0) -> int:
         """The watcher's step: read what the kernel queued into the history and snapshot each path's newest
         close at once (the next save may rewrite it). Returns how many changes were read."""
-        if self.source is None:
+        source = self.source
+        if source is None:
             return 0
-        changes = self.source.read(timeout_s)
-        with self._hist_lock:
+        if timeout_s > 0:
+            source.wait(timeout_s)  # outside the lock; the read is inside: the uploader's look at the queue and
+        with self._hist_lock:      # at the history then sees every change either in one or in the other
+            if self.source is None:
+                return 0
+            changes = source.read(0)
             for change in changes:
-                self.history.add(change)
+                self._add(change)
+            if source.gone:
+                source.close()
+                self.source = None
+                self._fall_back("the output directory was removed or moved")
             self._notice_lost()
             self._judge()
         return len(changes)
+
+    def _add(self, change: Change) -> None:
+        self.history.add(change)
+        if change.kind in (CLOSED, REMOVED):  # the next writer of this path may write another way (R11)
+            self._classified.pop(change.rel, None)
+            self._appending.discard(change.rel)
 
     def _notice_lost(self) -> None:
         source = self.source
@@ -152,6 +168,7 @@ class Mirror(Publisher):
 
     def _fall_back(self, reason: str) -> None:
         self.fallback = reason
+        self._lost_gen += 1  # a rescan that began before this does not end the fallback
         if not self._fell_back:
             self._fell_back = True
             log.warning("output %s: %s: publishing by the quiet rule (files unchanged for %.0f s, in mtime "
@@ -160,10 +177,14 @@ class Mirror(Publisher):
     def _judge(self) -> None:
         """Snapshot each path's last new entry; an older new entry of the same path is superseded by it. A copy
         that the events show changed meanwhile is not the version its close left (LOST)."""
+        latest = self.history.latest()
+        for entry in self.history.entries:  # a copy that failed (a full disk, a chmod during it) is tried again
+            if entry.state == LOST and entry.retry and latest.get(entry.rel) is entry \
+                    and not self.history.changed_since(entry):
+                entry.state, entry.retry = NEW, False  # (no event may ever come for it: R6)
         pending = [e for e in self.history.entries if e.state == NEW]
         if not pending:
             return
-        latest = self.history.latest()
         held = self.writers.held() if self.writers is not None else None
         if self.writers is not None and held is None and self.writers.denied:
             log.warning("output %s: %s: a close is taken as whole without that check", self.uri,
@@ -179,8 +200,8 @@ class Mirror(Publisher):
             for change in self.source.read(0):
                 self.history.add(change)
         for entry in pending:
-            if entry.state == READY and entry.snapshot is not None and self.history.changed_since(entry):
-                _unlink(entry.snapshot)
+            if entry.state == READY and not entry.removal and self.history.changed_since(entry):
+                _unlink(entry.snapshot)  # (a growing file's bytes after it may name closes not read yet: R4)
                 entry.state, entry.snapshot, entry.why = LOST, None, "changed while it was copied"
 
     def _note_appending(self, held: Held | None) -> None:
@@ -234,7 +255,7 @@ class Mirror(Publisher):
             entry.state = SAME  # not part of the output (rule 4)
             return
         if self.grows(rel):
-            entry.state = READY  # appended at its turn
+            entry.state, entry.version = READY, Version.of(st)  # appended at its turn, as far as it was then
             return
         if held is not None and (st.st_dev, st.st_ino) in held.writing:
             entry.state, entry.why = LOST, "still held open for writing by a process of the task"
@@ -249,10 +270,10 @@ class Mirror(Publisher):
             entry.state = SAME
             return
         except FileNotFoundError:
-            entry.state, entry.why = LOST, "gone before it was copied"
+            entry.state, entry.why, entry.retry = LOST, "gone or changed while it was copied", True
             return
         except OSError as exc:
-            entry.state, entry.why = LOST, f"its snapshot could not be written: {exc.strerror or exc}"
+            entry.state, entry.why, entry.retry = LOST, f"its snapshot could not be written: {exc.strerror or exc}", True
             if self._errors.get(rel) != entry.why:
                 log.warning("output %s: %s: %s", self.uri, rel, entry.why)
             self._errors[rel] = entry.why
@@ -264,6 +285,11 @@ class Mirror(Publisher):
         held = self.writers.held() if self.writers is not None else None
         return set(held.writing - held.appending) if held is not None else None
 
+    def _tidy_tmp_dir(self) -> None:
+        """Under the watcher's lock: its copy makes the directory and then a file in it (R3)."""
+        with self._hist_lock:
+            super()._tidy_tmp_dir()
+
     def _unreadable_now(self) -> set[str]:
         return self._unreadable
 
@@ -272,7 +298,10 @@ class Mirror(Publisher):
         else an in-kernel copy checked by fstat before and after."""
         with self._open_local(rel) as src:
             before = os.fstat(src.fileno())
-            fd, name = tempfile.mkstemp(prefix=f".{os.path.basename(rel)}.tony-part-", dir=self._tmp_dir())
+            try:
+                fd, name = tempfile.mkstemp(prefix=f".{os.path.basename(rel)}.tony-part-", dir=self._tmp_dir())
+            except FileNotFoundError:  # its directory tidied away between the two (R3): made again
+                fd, name = tempfile.mkstemp(prefix=f".{os.path.basename(rel)}.tony-part-", dir=self._tmp_dir())
             try:
                 try:
                     fcntl.ioctl(fd, FICLONE, src.fileno())
@@ -301,10 +330,11 @@ class Mirror(Publisher):
         growing = self._growing_sizes()  # before the history is read: their bytes come after what it holds
         with self._hist_lock:
             if before is None:
-                if not self.alive():
+                if not self.alive() or self.fallback:
                     return 0
                 before = self.clock() - SETTLE_S
             read_up_to = self.history.seq
+            unread = self.source.unread() if self.source is not None else 0  # closes the history lacks yet
             run = self.history.prefix(before, self.grows)
             last = self.history.last_of_each(run)
         count = 0
@@ -327,7 +357,7 @@ class Mirror(Publisher):
                         _unlink(entry.snapshot)
             self._tidy_tmp_dir()
         with self._hist_lock:
-            caught_up = not any(e.seq <= read_up_to for e in self.history.entries)
+            caught_up = not unread and not any(e.seq <= read_up_to for e in self.history.entries)
         if caught_up and growing:  # rule 4: a growing file's bytes never name what HDFS lacks
             sizes = self._remote_sizes() if any(rel in self._held for rel in growing) else {}
             for rel, size in growing.items():
@@ -353,8 +383,9 @@ class Mirror(Publisher):
         rel = entry.rel
         if entry.removal:
             return self._remove(rel, entry.change.is_dir)
-        if entry.state == READY and entry.snapshot is None:  # a growing file's turn
-            return self._grow(rel, self._remote_sizes() if rel in self._held else {})
+        if entry.state == READY and entry.snapshot is None:  # a growing file's turn, as far as it was closed
+            size = entry.version.size if isinstance(entry.version, Version) else None
+            return self._grow(rel, self._remote_sizes() if rel in self._held else {}, upto=size)
         if entry.state != READY or entry.snapshot is None:
             return 0
         digest = hashlib.sha256()
@@ -439,12 +470,16 @@ class Mirror(Publisher):
         if self.source is not None and not self.fallback:
             return self.publish_ready(background=background)
         with self._hist_lock:  # everything before this rescan is the scan's to publish
+            began = self._lost_gen
             for entry in self.history.take(len(self.history.entries)):
                 _unlink(entry.snapshot)
+            self.history.writing.clear()  # a lost close left its file "being written" for ever (R1)
         count = self.push(background=background)
-        if self.source is not None and not self.waiting and not self._capped and not self.source.lost:
-            log.info("output %s: publishing by the writer's events again", self.uri)
-            self.fallback, self._fell_back = "", False
+        with self._hist_lock:
+            if (self.source is not None and not self.waiting and not self._capped and not self.source.lost
+                    and self._lost_gen == began):  # no events lost while the rescan ran (R2)
+                log.info("output %s: publishing by the writer's events again", self.uri)
+                self.fallback, self._fell_back = "", False
         return count
 
     def _watcher(self) -> None:
@@ -455,15 +490,17 @@ class Mirror(Publisher):
                 if not self._stop.is_set():  # (halted: its instance was closed under it)
                     self._fall_back(f"the event watcher failed: {exc}")
                 return
-            if self.source is not None and self.source.gone:
-                return
 
     def halt(self) -> None:
         """Publish nothing more, now (the AM is gone: a newer attempt may be writing)."""
         self._halted.set()
         self._stop.set()
-        if self.source is not None:
-            self.source.close()  # an inotify instance is a per-user resource (128 by default, a node's containers)
+        source = self.source
+        if source is not None:
+            source.close()  # an inotify instance is a per-user resource (128 by default, a node's containers)
+        with self._hist_lock:
+            for entry in self.history.take(len(self.history.entries)):
+                _unlink(entry.snapshot)
 
     def _join(self) -> None:
         self._stop.set()

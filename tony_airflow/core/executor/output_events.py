@@ -24,9 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import logging
 import os
+import select
 import stat as stat_module
+import struct
+import termios
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -90,6 +94,24 @@ class EventSource:
     @property
     def fileno(self) -> int:
         return self._inotify.fileno() if self._inotify is not None else -1
+
+    def wait(self, timeout_s: float) -> bool:
+        """Whether events are queued, waiting up to `timeout_s` for them."""
+        if self._inotify is None:
+            return False
+        try:
+            return bool(select.select([self._inotify.fileno()], [], [], timeout_s)[0])
+        except (OSError, ValueError):
+            return False
+
+    def unread(self) -> int:
+        """Bytes of events the kernel has queued and nobody has read (FIONREAD)."""
+        if self._inotify is None:
+            return 0
+        try:
+            return int(struct.unpack("i", fcntl.ioctl(self._inotify.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0])
+        except (OSError, ValueError):
+            return 0
 
     def read(self, timeout_s: float = 0.0) -> list[Change]:
         """The changes queued now (waiting up to `timeout_s` for the first). A MOVED_FROM that ends one read may

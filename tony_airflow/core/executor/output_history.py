@@ -37,6 +37,7 @@ class Entry:
     version: object = None     # the version the snapshot holds (output_protocol.Version)
     digest: object = None      # its sha256 (tells a later append)
     why: str = ""              # LOST: the reason, for the log and the end's error
+    retry: bool = False        # LOST for a copy that failed: tried again while nothing newer came
 
     @property
     def rel(self) -> str:

@@ -221,8 +221,9 @@ class OutputDirectory:
                         break
             for rel, info, tmp in staged:
                 target = self.local / rel
-                if tmp is not None:
-                    _clear_way(self.local, rel)
+                if tmp is not None:  # held before it is in place: an event-driven writer's watcher sees the
+                    _clear_way(self.local, rel)  # rename at once and must know the version as pulled (R9)
+                    self._held[rel] = Version.of(tmp.stat())
                     os.replace(tmp, target)
                 self._seen[rel] = info
                 self._held[rel] = Version.of(target.stat())
