@@ -141,4 +141,5 @@ def test_the_connections_test_button_names_the_resourcemanager_and_its_hadoop(lo
     assert out.returncode == 0, out.stderr[-2000:]
     (ok, line), (dead_ok, dead_line) = json.loads(out.stdout.strip().splitlines()[-1])
     assert ok and re.fullmatch(r"ResourceManager https?://[\d.:]+ \(Hadoop 3\.4\.2\), user \S+", line), line
-    assert not dead_ok and dead_line.startswith("no active ResourceManager answered: "), dead_line
+    assert not dead_ok and dead_line.startswith(
+        "no active ResourceManager answered (addresses from the Airflow connection 'yarn_dead'): "), dead_line
