@@ -204,9 +204,9 @@ def test_logs_history_and_history_server_work_with_a_ticket(secure_cluster, trai
     logs = run([str(BIN / "tony"), "logs", app_id], ticket_env, 180)
     assert logs.returncode == 0 and "epoch 5 loss" in logs.stdout, logs.stdout[-2000:] + logs.stderr[-2000:]
     seen = {}  # what own_host.py printed in each task's log, from whichever host it ran on
-    for line in logs.stdout.splitlines():
-        if line.startswith("own-host OK "):
-            _, _, task, host, peers, _master = line.split()
+    for line in logs.stdout.splitlines():  # each line as `tony logs` shows it: "[worker:0] own-host OK …"
+        if "own-host OK " in line:
+            _, _, task, host, peers, _master = line[line.index("own-host OK "):].split()
             seen[task] = (host, peers)
     assert sorted(seen) == ["ps:0", "worker:0", "worker:1"], logs.stdout[-3000:]
     peers = {p for _, p in seen.values()}
