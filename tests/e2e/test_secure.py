@@ -247,7 +247,7 @@ def test_a_task_environment_holds_no_credential_and_nothing_secret_reaches_the_l
     assert proc.returncode == 0, proc.stderr[-3000:]
     app_id = app_id_of(proc.stdout)
     ticket = ticket_env_for(secure_cluster, tmp_path)
-    logs = run([str(BIN / "tony"), "logs", app_id], ticket, 180).stdout  # the AM's and the task's
+    logs = run([str(BIN / "tony"), "logs", "--raw", app_id], ticket, 180).stdout  # the AM's and the task's
     task_log = run([str(BIN / "tony"), "logs", "--task", "worker:0", "--all-files", app_id], ticket, 180).stdout
     assert "HADOOP_TOKEN_FILE_LOCATION=" in task_log and "DTF_TASK_JOB_NAME=worker" in task_log, task_log[-3000:]
     assert "keytab" not in task_log.lower()  # the task never sees one (the AM alone gets it: token_renewal.py)
@@ -482,7 +482,7 @@ def test_ps_job_goes_on_through_rm_and_namenode_failover(secure_cluster, secure_
     ticket = ticket_env_for(secure_cluster, tmp_path)
     status = run([str(BIN / "tony"), "status", app_id], ticket, 120)
     assert status.returncode == 0 and "SUCCEEDED" in status.stdout, status.stdout + status.stderr
-    logs = run([str(BIN / "tony"), "logs", app_id], ticket, 180)
+    logs = run([str(BIN / "tony"), "logs", "--raw", app_id], ticket, 180)  # YARN's dump: its hosts
     assert logs.returncode == 0 and "test accuracy" in logs.stdout, logs.stderr[-2000:]
     hosts = set(re.findall(r"^Container: container_\S+ on (198\.18\.0\.\d+)_", logs.stdout, re.MULTILINE))
     if secure_cluster.network:

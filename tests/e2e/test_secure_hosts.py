@@ -197,7 +197,8 @@ def test_pytorch_master_addr_is_worker_0s_host(secure_cluster, secure_rm):
     app_id = _app_id(submit)
     stdout, stderr = _finish(submit)
     assert submit.returncode == 0, stderr[-2000:]
-    logs = subprocess.run([str(BIN / "tony"), "logs", app_id], capture_output=True, text=True, timeout=120).stdout
+    logs = subprocess.run([str(BIN / "tony"), "logs", "--raw", app_id], capture_output=True, text=True,
+                          timeout=120).stdout
     lines = {ln.split()[2]: ln.split() for ln in logs.splitlines() if ln.startswith("own-host OK ")}
     worker0_host = lines["worker:0"][3]
     assert lines["worker:1"][3] != worker0_host
@@ -227,7 +228,7 @@ def test_an_elastic_torch_job_replaces_a_killed_worker_and_the_other_hosts_keep_
     assert [e["event"] for e in killed.events].count("WORKER_REPLACED") == 1
     attempts = [e for e in killed.events if e["event"] == "ATTEMPT_STARTED"]
     assert len(attempts) == 1, attempts
-    logs = subprocess.run([str(BIN / "tony"), "logs", killed.app_id], capture_output=True, text=True,
+    logs = subprocess.run([str(BIN / "tony"), "logs", "--raw", killed.app_id], capture_output=True, text=True,
                           timeout=120).stdout
     replaced, stepping = torch_elastic.recovery_seconds(killed, logs)
     record("elastic on 3 hosts: worker container SIGKILLed -> its replacement running", replaced)
