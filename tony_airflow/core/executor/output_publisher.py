@@ -248,6 +248,7 @@ class Publisher(OutputDirectory):
         self._clear_remote_way(rel)
         self._mkdirs_for(rel)
         try:
+            self._fence()  # also before the upload: a writer a newer claim fenced leaves no temporary file behind
             self.files.create(part, data)
             self._fence()
             try:
