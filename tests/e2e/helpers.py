@@ -213,3 +213,20 @@ def rejoin(cluster: LocalCluster, rm: ResourceManagerClient, host: Host) -> floa
                                              f"{containers_on(cluster, host)}")
         time.sleep(0.5)
     return time.monotonic() - started
+
+
+def fresh_hdfs_dir(out: str) -> None:
+    """An HDFS output directory as a test starts it: gone (an earlier run's files would be resumed from)."""
+    from tony_airflow.yarn.hdfs import webhdfs
+
+    fs = webhdfs()
+    if fs.exists(out):
+        fs.rm(out, recursive=True)
+
+
+def job_events(app_id: str) -> list[dict]:
+    """A finished job's history events, from its closed event log in HDFS."""
+    from tony_airflow.yarn.hdfs import webhdfs
+
+    text = webhdfs().cat(f"/tmp/tony-history/{app_id}/events.jsonl").decode()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -8,19 +8,8 @@ import hashlib
 import json
 import time
 
-from tests.e2e.helpers import PAYLOADS, record, ytf_submit
+from tests.e2e.helpers import PAYLOADS, fresh_hdfs_dir, job_events, record, ytf_submit
 from tony_airflow.yarn.hdfs import is_part, webhdfs
-
-
-def _fresh(out: str) -> None:
-    fs = webhdfs()
-    if fs.exists(out):
-        fs.rm(out, recursive=True)
-
-
-def _events(app_id: str) -> list[dict]:
-    text = webhdfs().cat(f"/tmp/tony-history/{app_id}/events.jsonl").decode()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def test_a_checkpoint_cut_before_its_pointer_then_saved_again_never_mixes_and_attempt_3_succeeds(local_cluster, rm):
@@ -29,7 +18,7 @@ def test_a_checkpoint_cut_before_its_pointer_then_saved_again_never_mixes_and_at
     checkpoint of one save and the job SUCCEEDS. The evaluator's attempt-2 metrics reach HDFS: attempt 3's
     evaluator finds them there."""
     out = "/tmp/e2e/commit-mixed"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     proc, app_id = ytf_submit(
         "-r", "chief:1,evaluator:1", "-m", "256", "--max-attempts", "3", "-o", f"hdfs://{out}",
         "--env", "STEPS=8", "--env", "STEP_S=0.4", "--env", "CUT_ATTEMPT=1", "--env", "STOP_ATTEMPT=2",
@@ -53,7 +42,7 @@ def test_an_am_lost_after_the_job_ended_does_not_train_again(local_cluster, rm):
     """The AM's container is lost after it closed the job's history and before it told YARN: the second
     AM attempt reads that the job SUCCEEDED and unregisters so, with no second training."""
     out = "/tmp/e2e/commit-ended"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     proc, app_id = ytf_submit(
         "-r", "chief:1", "-m", "256", "--am-attempts", "2", "-o", f"hdfs://{out}",
         "--env", "STEPS=3", "--env", "STEP_S=0.2", "--env", "TONY_FAULT=am-lost-after-history",
@@ -61,7 +50,7 @@ def test_an_am_lost_after_the_job_ended_does_not_train_again(local_cluster, rm):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = rm.application(app_id)
     assert report.state == "FINISHED" and report.final_status == "SUCCEEDED", report
-    events = _events(app_id)
+    events = job_events(app_id)
     assert [e["am_attempt"] for e in events if e["event"] == "AM_STARTED"] == [1, 2], events
     assert [e["attempt"] for e in events if e["event"] == "ATTEMPT_STARTED"] == [1], events
     assert [e["status"] for e in events if e["event"] == "JOB_FINISHED"] == ["SUCCEEDED"]
@@ -72,7 +61,7 @@ def test_a_model_rewritten_in_place_every_second_reaches_hdfs_while_the_job_runs
     """48 MiB rewritten in place about every second; attempt 1 fails right after a rewrite (no quiet
     version for its final push): attempt 2 resumes from a version the rounds published while it ran."""
     out = "/tmp/e2e/commit-rewrite-each-second"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     started = time.monotonic()
     proc, app_id = ytf_submit(
         "-r", "chief:1", "-m", "512", "--max-attempts", "2", "-o", f"hdfs://{out}", "--env", "RUN_S=21",

@@ -20,7 +20,7 @@ import pytest
 
 from bench import torch_elastic
 from tests.e2e.conftest import BUSYBOX
-from tests.e2e.helpers import BIN, PAYLOADS, record, ytf_submit
+from tests.e2e.helpers import BIN, PAYLOADS, fresh_hdfs_dir, job_events, record, ytf_submit
 from tony_airflow.core.executor.output_protocol import MARK_PREFIX
 from tony_airflow.core.executor.task import OUTPUT_NOT_PUBLISHED
 from tony_airflow.yarn.hdfs import is_part, webhdfs
@@ -29,20 +29,11 @@ LOOKS = 240  # x 0.5 s: how long a test looks for a file in HDFS while its job r
 EPOCHS = 150  # the elastic job's: rank 0 saves after each, a few tenths of a second apart
 
 
-def _fresh(out: str) -> None:
-    fs = webhdfs()
-    if fs.exists(out):
-        fs.rm(out, recursive=True)
-
-
-def _events(app_id: str) -> list[dict]:
-    text = webhdfs().cat(f"/tmp/tony-history/{app_id}/events.jsonl").decode()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _last_saved(app_id: str, pattern: str) -> int:
     """The save the failed attempt 1 named in its last stderr line (the job's history keeps the tail)."""
-    tails = [e.get("stderr_tail", "") for e in _events(app_id)
+    tails = [e.get("stderr_tail", "") for e in job_events(app_id)
              if e["event"] == "TASK_FINISHED" and e["attempt"] == 1]
     found = [int(m.group(1)) for tail in tails for m in re.finditer(pattern, tail)]
     assert found, tails
@@ -92,7 +83,7 @@ def test_a_48_mib_model_rewritten_in_place_every_second_resumes_within_3_steps_o
     alone for the old quiet time); attempt 1 fails by itself after 21 s, right after a rewrite. Attempt 2
     restores a whole model, at most 3 steps behind the last one attempt 1 closed."""
     out = "/tmp/e2e/obw-rewrite-in-place"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     proc, app_id = ytf_submit(
         "-r", "chief:1", "-m", "512", "--max-attempts", "2", "-o", f"hdfs://{out}",
         "--env", "RUN_S=21", "--env", "PERIOD_S=0.9",
@@ -110,7 +101,7 @@ def test_a_pointer_last_trainer_saving_every_0_4_s_resumes_within_3_s_of_trainin
     fails by itself after 24 s, right after a save. Attempt 2 resumes from a checkpoint of one save at most
     7 saves (2.8 s of training) behind attempt 1's last."""
     out = "/tmp/e2e/obw-pointer-every-0.4s"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     proc, app_id = ytf_submit(
         "-r", "chief:1", "-m", "256", "--max-attempts", "2", "-o", f"hdfs://{out}",
         "--env", "STEPS=80", "--env", "STEP_S=0.4", "--env", "FAIL_AFTER_S=24",
@@ -130,7 +121,7 @@ def test_a_writer_paused_mid_file_is_never_restored_half_written(local_cluster, 
     worker fails attempt 1 while the chief is paused. Attempt 2 restores a whole version (each carries its
     length and SHA-256) of a step attempt 1 closed, never the half, and HDFS ends with attempt 2's whole one."""
     out = "/tmp/e2e/obw-paused-writer"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     proc, app_id = ytf_submit(
         "-r", "chief:1,worker:1", "-m", "256", "--tracked", "chief", "--untracked", "worker", "--max-attempts", "2",
         "-o", f"hdfs://{out}", "--env", "VERSIONS=4", "--env", "PAUSE_S=3", "--env", "FAIL_AFTER_S=22",
@@ -150,7 +141,7 @@ def test_a_writer_paused_mid_file_is_never_restored_half_written(local_cluster, 
 def test_300_files_written_just_before_exit_0_are_all_in_hdfs(local_cluster, rm):
     """300 shards, then `_SUCCESS`, then exit 0 at once: the final push publishes all 301 and the job SUCCEEDS."""
     out = "/tmp/e2e/obw-300-files"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     proc, app_id = ytf_submit(
         "-r", "chief:1", "-m", "256", "-o", f"hdfs://{out}", "--env", "COUNT=300",
         "-s", str(PAYLOADS / "files_at_exit.py"), "python3 ${DTF_TASK_SCRIPT}", timeout=600)
@@ -168,7 +159,7 @@ def test_hdfs_full_during_the_final_push_fails_the_task_with_the_outputs_code_na
     it writes just before exit 0: the task fails with the output's exit code (74) and the job's failure line
     names model.bin. The quota is cleared after."""
     out = "/tmp/e2e/obw-quota"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     hdfs = str(local_cluster.bin_dir / "hdfs")
     submit, app_id = _popen_submit(
         "-r", "chief:1", "-m", "256", "-o", f"hdfs://{out}", "--env", "COUNT=0", "--env", "LAST_KB=2048",
@@ -203,7 +194,7 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
     > the epoch HDFS held at the kill), never from epoch 0."""
     torch = pytest.importorskip("torch")
     out = "/tmp/e2e/obw-elastic-rank0"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     submit, app_id = _popen_submit(
         "-r", "worker:2", "--framework", "pytorch", "--elastic", "2:2", "--max-attempts", "2", "-m", "2048",
         "-o", f"hdfs://{out}", "-n", "obw-elastic-rank0",
@@ -234,7 +225,7 @@ def test_a_docker_task_saving_every_0_4_s_through_the_bind_mount_reaches_hdfs_wh
     """A busybox task rewrites `ckpt` (its step inside) through the output's bind mount every 0.4 s for
     about 30 s: the executor, watching the host side, publishes a save while the task still runs."""
     out = "/tmp/e2e/obw-docker"
-    _fresh(out)
+    fresh_hdfs_dir(out)
     command = ('n=0; while [ $n -lt 75 ]; do n=$((n+1)); '
                '{ echo "step $n"; head -c 262144 /dev/zero; } > "$DTF_OUTPUT_PATH/ckpt"; sleep 0.4; done')
     submit, app_id = _popen_submit("-r", "worker:1", "-m", "256", "--docker_image", BUSYBOX, "-o", f"hdfs://{out}",
