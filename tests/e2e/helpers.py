@@ -215,6 +215,27 @@ def rejoin(cluster: LocalCluster, rm: ResourceManagerClient, host: Host) -> floa
     return time.monotonic() - started
 
 
+def hosts_idle(cluster: LocalCluster, rm: ResourceManagerClient, within: float = 120) -> None:
+    """Wait until every host is a RUNNING YARN node with nothing allocated on it and no node label: a test that
+    loses a host needs the room of the other two for its second attempt. CI's run of 502f139 saw a lost AM's
+    second attempt wait 300 s for a worker's 2560 MiB after an earlier test of the module had failed; if the
+    hosts are not idle, this says what is on them instead."""
+    network = cluster.network
+    assert network
+    addresses = {h.address for h in network.hosts}
+    deadline = time.monotonic() + within
+    while True:
+        nodes = (rm.get("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
+        seen = {n["nodeHostName"]: (n["state"], n.get("usedMemoryMB", 0), n.get("nodeLabels") or [])
+                for n in nodes if n["nodeHostName"] in addresses}
+        busy = {a: s for a, s in seen.items() if s != ("RUNNING", 0, [])}
+        if len(seen) == len(addresses) and not busy:
+            return
+        assert time.monotonic() < deadline, f"hosts not idle before the test: {seen}, apps: " + ", ".join(
+            f"{a.id} {a.state} {a.name}" for a in rm.applications(states=("NEW", "SUBMITTED", "ACCEPTED", "RUNNING")))
+        time.sleep(0.5)
+
+
 def fresh_hdfs_dir(out: str) -> None:
     """An HDFS output directory as a test starts it: gone (an earlier run's files would be resumed from)."""
     from tony_airflow.yarn.hdfs import webhdfs

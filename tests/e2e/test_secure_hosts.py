@@ -31,6 +31,7 @@ from bench import torch_elastic
 from tests.e2e.helpers import (
     PAYLOADS,
     containers_on,
+    hosts_idle,
     kill_host,
     record,
     rejoin,
@@ -372,6 +373,7 @@ def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(sec
     AM attempt, which reads the job's history and resumes from the checkpoint; with --max-attempts 1."""
     cluster, rm = secure_cluster, secure_rm
     out, name = "/tmp/e2e/multihost-am-lost", "multihost-am-lost"
+    hosts_idle(cluster, rm)
     if webhdfs().exists(out):
         webhdfs().rm(out, recursive=True)
     submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", name, "--max-attempts", "1",
@@ -436,6 +438,7 @@ def test_an_am_whose_nodemanager_is_stopped_is_followed_by_a_second_am_that_fini
     SUCCEEDS on AM attempt 2, resumed from its checkpoint."""
     cluster, rm = secure_cluster, secure_rm
     out, name = "/tmp/e2e/multihost-am-nm-stopped", "multihost-am-nm-stopped"
+    hosts_idle(cluster, rm)
     if webhdfs().exists(out):
         webhdfs().rm(out, recursive=True)
     submit = _submit("-r", "worker:2", "-m", TASK_MB, "-o", f"hdfs://{out}", "-n", name, "--max-attempts", "1",
@@ -476,6 +479,7 @@ def test_a_lost_am_host_is_survived_by_a_trainer_that_writes_data_index_then_a_p
     resumed from a checkpoint of one save."""
     cluster, rm = secure_cluster, secure_rm
     out, name = "/tmp/e2e/multihost-am-lost-pointer", "multihost-am-lost-pointer"
+    hosts_idle(cluster, rm)
     fs = webhdfs()
     if fs.exists(out):
         fs.rm(out, recursive=True)

@@ -30,14 +30,18 @@ GUARD = Path(guard.__file__)
 class UserProcess:
     def __init__(self, command: str, env: dict[str, str], cwd: str | None = None, tail_lines: int = 40,
                  stderr_sink: BinaryIO | None = None, stdout_sink: BinaryIO | None = None,
-                 on_output: Callable[[str, bytes], None] | None = None, argv: list[str] | None = None):
+                 on_output: Callable[[str, bytes], None] | None = None, argv: list[str] | None = None,
+                 remove: tuple[str, str] | None = None):
         """`on_output(stream, chunk)` sees every chunk of both streams ("stdout"/"stderr"), as written.
         `argv` (a container engine's `run`, core/executor/engine.py) runs instead of `bash -c command`; its
-        stdin is a pipe this process holds open until it ends: the container's lease on its executor."""
+        stdin is a pipe this process holds open until it ends: the container's lease on its executor.
+        `remove` (engine, container name): the guard removes that container if the client is killed or the
+        executor goes (a container created but never started has no lease of its own)."""
         lease, self._lease = os.pipe()  # the guard's lease: this process alone holds the write end
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(GUARD), str(lease), *(argv or ["bash", "-c", command])],
+                [sys.executable, "-I", "-S", str(GUARD), str(lease), *(["--remove", *remove] if remove else []),
+                 *(argv or ["bash", "-c", command])],
                 env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 stdin=subprocess.PIPE if argv else subprocess.DEVNULL, process_group=0, pass_fds=(lease,),
             )

@@ -219,7 +219,7 @@ class Executor:
         # also into the executor's log: `yarn logs` shows it once. Elsewhere (client mode) to this terminal.
         sink = open(os.devnull, "wb") if tee.has_file else None
         self.child = UserProcess(command, env, cwd=cwd, on_output=tee.write, stdout_sink=sink, stderr_sink=sink,
-                                 argv=plan.argv() if plan else None)
+                                 argv=plan.argv() if plan else None, remove=(plan.engine, plan.name) if plan else None)
         self.usage = UsageSampler(self.child.proc.pid, env.get("CUDA_VISIBLE_DEVICES")).start()
         reservation.release_when_bound(self.child.alive)
         if self.stop_requested.is_set():  # a stop that came while the command started
