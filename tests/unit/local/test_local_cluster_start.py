@@ -91,3 +91,19 @@ def test_the_zkfcs_znode_is_made_again_when_the_namenodes_addresses_changed(tmp_
     settings.save(cluster.settings_file)
     prepare()
     assert len(runs) == 2  # the addresses changed: the old breadcrumb goes with the rest of the znode
+
+
+def test_the_standby_namenode_is_bootstrapped_once_the_first_answers_on_its_rpc_port(tmp_path, monkeypatch):
+    """bootstrapStandby fetches the namespace from nn1's RPC port, which a NameNode opens after its HTTP port
+    (after loading its image): under load, `cluster up --secure --ha` failed with 'Connection refused' from
+    nn1's RPC address and exit 2, having waited for the HTTP port alone."""
+    cluster = _cluster(tmp_path)
+    settings = ClusterSettings.load(cluster.settings_file)
+    settings.nameservice = "tony"
+    settings.save(cluster.settings_file)
+    steps: list[object] = []
+    monkeypatch.setattr(LocalCluster, "_wait_port", lambda self, port, *a: steps.append(port))
+    monkeypatch.setattr(LocalCluster, "_run_once", lambda self, daemon, jh, jd, what, *args: steps.append(what))
+    nn2 = next(d for d in cluster.daemons if d.name == "namenode-nn2")
+    cluster._prepare(nn2, tmp_path / "jdk", tmp_path / "jars", 0.0)
+    assert steps[-1] == "bootstrap" and settings.ports["fs.defaultFS"] in steps[:-1], steps

@@ -507,7 +507,10 @@ class LocalCluster:
                 self._run_once(daemon, java_home, jar_dir, "format", "-format", "-nonInteractive", "-force")
         elif daemon.name == "namenode-nn2":
             if not (data / "namenode-nn2" / "current" / "VERSION").exists():
-                self._wait_port(settings.ports["dfs.namenode.http-address"], NAMENODE, deadline)
+                # bootstrapStandby asks nn1's RPC port, which a NameNode opens after its HTTP one (after loading
+                # its image): a loaded machine saw 'Connection refused' between the two, and exit 2
+                for key in ("dfs.namenode.http-address", "fs.defaultFS"):
+                    self._wait_port(settings.ports[key], NAMENODE, deadline)
                 self._run_once(daemon, java_home, jar_dir, "bootstrap", "-bootstrapStandby", "-nonInteractive",
                                "-force")
         elif daemon.name == "zkfc-nn1":
