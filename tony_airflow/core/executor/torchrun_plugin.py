@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tony_airflow.core import protocol
 
+PLUGIN_DIR = ".tony-torchrun"  # in the container's working directory
 DIST_INFO = "tony_airflow_torchrun-0.dist-info"
 HANDLER = "tony_airflow.core.executor.torchrun_rendezvous:handler_creator"
 
@@ -18,7 +19,7 @@ def plugin_dir(where: Path) -> Path:
     as the executor's and the AM's whatever the command's own Python has installed."""
     import tony_airflow
 
-    root = where / ".tony-torchrun"
+    root = where / PLUGIN_DIR
     info = root / DIST_INFO
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tony-airflow-torchrun\nVersion: 0\n")
