@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass, field
 
-LAST_CALL_S = 3.0
+LAST_CALL_S = 30.0  # torchrun's c10d default: a replacement on its way (about 10 s) joins the same round
 SILENT_S = 15.0  # an agent heartbeats every second; its container's end usually tells first
 
 
