@@ -20,7 +20,7 @@ import pytest
 
 from bench import torch_elastic
 from tests.e2e.conftest import BUSYBOX
-from tests.e2e.helpers import BIN, PAYLOADS, fresh_hdfs_dir, job_events, record, ytf_submit
+from tests.e2e.helpers import BIN, PAYLOADS, aggregated_logs, fresh_hdfs_dir, job_events, record, ytf_submit
 from tony_airflow.core.executor.output_protocol import MARK_PREFIX
 from tony_airflow.core.executor.task import OUTPUT_NOT_PUBLISHED
 from tony_airflow.yarn.hdfs import is_part, webhdfs
@@ -190,9 +190,13 @@ def test_hdfs_full_during_the_final_push_fails_the_task_with_the_outputs_code_na
 def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_checkpoint(local_cluster, rm):
     """`--elastic 2:2`, rank 0 (worker:0's container) saving `checkpoint.pt` by tmp + rename every epoch, a
     few tenths of a second apart. Once a checkpoint is in HDFS while the training still runs, every process of
-    rank 0's container is SIGKILLed: the training resumes from that checkpoint or a later one (resumed_at_epoch
-    > the epoch HDFS held at the kill), never from epoch 0."""
+    rank 0's container is SIGKILLed. The rendezvous is the AM's (issue 51): worker:1's container and its
+    torchrun agent (the same process) stay, the AM replaces worker:0, the agents form a new round, the job
+    SUCCEEDS in its one attempt (one YARN attempt), and the training resumes from that checkpoint or a later
+    one (resumed_at_epoch > the epoch HDFS held at the kill), never from epoch 0."""
     torch = pytest.importorskip("torch")
+    from tony_airflow.core.executor.torchrun_rendezvous import ROUND_LINE
+
     out = "/tmp/e2e/obw-elastic-rank0"
     fresh_hdfs_dir(out)
     submit, app_id = _popen_submit(
@@ -207,17 +211,37 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
                                    if seen or submit.poll() is not None else "rank 0's checkpoint never reached HDFS")
         held = torch.load(io.BytesIO(fs.cat(f"{out}/checkpoint.pt")), weights_only=True)["epoch"]
         assert held < EPOCHS // 2, f"rank 0's checkpoint reached HDFS only at epoch {held} of {EPOCHS}"
-        _, processes = torch_elastic.task_processes(app_id, "worker", 0)
+        survivor, _ = torch_elastic.task_processes(app_id, "worker", 1)
+        killed, processes = torch_elastic.task_processes(app_id, "worker", 0)
         torch_elastic.kill_all(processes)
         stdout, stderr = _end(submit, app_id)
     finally:
         _kill(submit, app_id)
     assert submit.returncode == 0, stderr[-3000:]
+    report = rm.application(app_id)
+    assert report.final_status == "SUCCEEDED", report.diagnostics
+    attempts = rm.get(f"/ws/v1/cluster/apps/{app_id}/appattempts")["appAttempts"]["appAttempt"]
+    assert len(attempts) == 1, attempts  # one AM: the job was never restarted by YARN
+    events = job_events(app_id)
+    assert [e["attempt"] for e in events if e["event"] == "ATTEMPT_STARTED"] == [1], events
+    registered = {}
+    for e in events:
+        if e["event"] == "TASK_REGISTERED":
+            registered.setdefault(e["task"], []).append(e["container_id"])
+    assert registered["worker:1"] == [survivor], registered  # the survivor kept its container
+    assert len(registered["worker:0"]) == 2 and registered["worker:0"][0] == killed, registered
+    assert any(e["event"] == "WORKER_REPLACED" and e["task"] == "worker:0" for e in events), events
+    # worker:1's torchrun agent (the same process: its node name holds its pid) went through two rounds
+    logs = aggregated_logs(rm, app_id)
+    rounds = [line.split(ROUND_LINE, 1)[1] for line in logs.splitlines() if ROUND_LINE in line]
+    survivor_rounds = [r for r in rounds if f"@{survivor}#" in r]
+    assert len(survivor_rounds) >= 2 and len({r.split("(node ")[1] for r in survivor_rounds}) == 1, rounds
     metrics = json.loads(fs.cat(f"{out}/metrics.json"))
     record("output-by-writer: elastic rank 0 killed -> epochs lost", float(held + 1 - metrics["resumed_at_epoch"]))
     print(f"HDFS held epoch {held} at the kill; resumed at {metrics['resumed_at_epoch']}; the slowest epoch after it "
-          f"took {max(metrics['epoch_seconds'] or [0]):.2f} s + 0.1 s of sleep")
+          f"took {max(metrics['epoch_seconds'] or [0]):.2f} s + 0.1 s of sleep; rounds: {rounds}")
     assert metrics["resumed_at_epoch"] > held, f"HDFS held epoch {held} at the kill; resumed at {metrics}"
+    assert metrics["world_size"] == 2, metrics
 
 
 def test_a_docker_task_saving_every_0_4_s_through_the_bind_mount_reaches_hdfs_while_it_runs(

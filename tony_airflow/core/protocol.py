@@ -66,6 +66,18 @@ INPUT_DIR = "tony-input"    # an hdfs:// input, copied in
 OUTPUT_DIR = "tony-output"  # an hdfs:// output, mirrored
 
 
+RENDEZVOUS = "/v1/rendezvous"  # an elastic job's torchrun agents (core/am/rendezvous.py)
+RENDEZVOUS_BACKEND = "tony"    # torchrun's --rdzv-backend name of the AM-kept rendezvous
+ELASTIC_RENDEZVOUS_ENV = "TONY_ELASTIC_RENDEZVOUS"  # a job's env: "tony" (the default) or "c10d" (the old way)
+RENDEZVOUS_SECRET_ENV = "TONY_RDZV_SECRET_FILE"  # torchrun's handler signs its requests with the job's secret
+
+
+def elastic_rendezvous(job_env: dict[str, str]) -> str:
+    """Which rendezvous an elastic job's torchrun agents use: the AM's (`tony`, issue 51: no container's
+    loss ends it) unless the job's environment asks for torchrun's c10d in the rank-0 container."""
+    return "c10d" if job_env.get(ELASTIC_RENDEZVOUS_ENV, "").strip().lower() == "c10d" else RENDEZVOUS_BACKEND
+
+
 def launch_env(type_: str, index: int, attempt: int, am_address: str, app_id: str) -> dict[str, str]:
     """The variables that tell an executor its task and the registry's address."""
     return {ENV_TASK_TYPE: type_, ENV_TASK_INDEX: str(index), ENV_ATTEMPT: str(attempt),

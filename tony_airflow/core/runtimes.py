@@ -13,7 +13,7 @@ import json
 import socket
 from dataclasses import dataclass
 
-from tony_airflow.core.protocol import ENV_APPLICATION_ID, ENV_ATTEMPT
+from tony_airflow.core.protocol import ENV_APPLICATION_ID, ENV_ATTEMPT, RENDEZVOUS_BACKEND, elastic_rendezvous
 from tony_airflow.core.spec import JobSpec
 
 
@@ -130,24 +130,40 @@ def torchrun_env(job: JobSpec, me: TaskIdentity, master: tuple[str, str], own_ho
 
 def elastic_env(job: JobSpec, master: tuple[str, str], own_host: str, node_rank: int,
                 nodes: int) -> dict[str, str]:
+    """torchrun's elastic settings for MIN..MAX workers besides the others (the master, when there is one):
+    the survivors' agents re-form the group around a replacement (core/am/elastic.py). Restarts: the free
+    retries' bound.
+
+    The rendezvous is the AM's (`tony`, core/am/rendezvous.py, issue 51): no container's loss ends it, the
+    rank-0 container's included; rank 0 is the chief's container whenever it is in the round (its output is
+    the one committed). With `TONY_ELASTIC_RENDEZVOUS=c10d` in the job's environment, torchrun's own c10d
+    rendezvous hosted by the rank-0 container instead (`c10d_env`: its loss restarts the attempt)."""
+    env = {
+        "PET_NNODES": f"{job.elastic_min + nodes - job.elastic_max}:{nodes}",
+        "PET_MAX_RESTARTS": str(job.max_free_retries),
+    }
+    if elastic_rendezvous(job.env) != RENDEZVOUS_BACKEND:
+        env.update(c10d_env(own_host, node_rank))
+    else:
+        env.update({"PET_RDZV_BACKEND": RENDEZVOUS_BACKEND, "PET_LOCAL_ADDR": own_host})
+    return env
+
+
+def c10d_env(own_host: str, node_rank: int) -> dict[str, str]:
     """torchrun's c10d rendezvous, hosted by the rank-0 container (the master, else worker 0; never replaced)
-    on its reserved port, for MIN..MAX workers besides it: the survivors' agents re-form the group around a
-    replacement (core/am/elastic.py).
+    on its reserved port.
 
     c10d ranks its nodes by their address, then pid: the rank-0 container joins under its IPv4 address
     written as one hexadecimal number (`0x7f000001`: the same address to every resolver), which sorts before
     every dotted address and host name, so global rank 0 — where programs save — stays in the chief's
     container, whose output is committed. Each round's store is a new one on rank 0's host
     (TORCH_DISABLE_SHARE_RDZV_TCP_STORE): torch 2.15's shared store does not serve a node that joins in a
-    later round (its agents time out waiting for the round's keys). Restarts: the free retries' bound."""
-    others = nodes - job.elastic_max  # the master, when there is one
+    later round (its agents time out waiting for the round's keys)."""
     rank0 = node_rank == 0
     return {
-        "PET_NNODES": f"{job.elastic_min + others}:{job.elastic_max + others}",
         "PET_RDZV_BACKEND": "c10d",
         "PET_RDZV_CONF": f"is_host={'1' if rank0 else '0'}",
         "PET_LOCAL_ADDR": first_sorting_address(own_host) if rank0 else own_host,
-        "PET_MAX_RESTARTS": str(job.max_free_retries),
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
 

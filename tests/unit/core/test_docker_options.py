@@ -150,6 +150,16 @@ def test_mounts_follow_what_yarn_localized_and_the_hadoop_directories(tmp_path: 
                    f"{out}:{out}:rw", "/x:/y:ro"]  # a job mount over ours is dropped, not doubled
 
 
+def test_an_elastic_jobs_rendezvous_package_is_mounted_into_the_image(tmp_path: Path):
+    """Issue 51: torchrun in an image loads the AM's rendezvous from the package the plugin directory links."""
+    from tony_airflow.core.executor.torchrun_plugin import plugin_dir
+
+    work = tmp_path / "work"
+    work.mkdir()
+    package = (plugin_dir(work) / "tony_airflow").resolve()
+    assert f"{package}:{package}:ro" in engine.mounts(work, {}, [], [])
+
+
 @pytest.mark.parametrize("code, tail, start", [
     (137, "Killed\ntony-engine: oom_kill", "worker:0: the command went over its container's memory limit (2048 MiB)"),
     (127, 'docker: Error response from daemon: failed to create shim task: OCI runtime create failed: runc create '

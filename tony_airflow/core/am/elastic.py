@@ -1,12 +1,13 @@
 """Elastic PyTorch jobs (`--elastic MIN:MAX`): which ended worker the AM replaces, and how it says so.
 
-torchrun's agents re-form their group around a new node (its c10d rendezvous, core/runtimes.py): so when a
+torchrun's agents re-form their group around a new node (the AM's rendezvous, core/am/rendezvous.py): so when a
 worker's container is lost — killed, preempted, its host gone — the AM asks YARN for one replacement and
 leaves every other container running, instead of failing the attempt. What is not replaced: a worker that
 ended by itself (its exit code: the program's or torchrun's own failure), one killed for its memory, by
 YARN (its diagnostics) or by its container engine (the executor's word, `memory_killed`: exit 137 alone
-does not tell it from a kill; a replacement would meet the same limit), the rank-0 container (the
-rendezvous' host: the attempt restarts as before), and any loss past the job's free-retry bound. Pure: the
+does not tell it from a kill; a replacement would meet the same limit), with torchrun's c10d rendezvous
+(`TONY_ELASTIC_RENDEZVOUS=c10d`) the rank-0 container (the rendezvous' host: the attempt restarts as before),
+and any loss past the job's free-retry bound. The master (when there is one) is not replaced either. Pure: the
 AM feeds it what it has seen.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tony_airflow.core.am.policy import PREEMPTED_MARK, TaskView
+from tony_airflow.core.protocol import elastic_rendezvous
 from tony_airflow.core.spec import JobSpec
 
 # how a container ends when it was lost rather than failed: SIGKILL, SIGTERM (by YARN, by hand), YARN's
@@ -24,14 +26,16 @@ MEMORY_MARK = "beyond physical memory limits"
 
 
 def rank0(job: JobSpec) -> tuple[str, int]:
-    """The container that hosts torchrun's rendezvous: the master, else worker 0."""
+    """The container that hosts torchrun's c10d rendezvous (`TONY_ELASTIC_RENDEZVOUS=c10d`): the master, else
+    worker 0. The AM's own rendezvous (core/am/rendezvous.py) has no such container."""
     return ("master", 0) if "master" in job.tasks else ("worker", 0)
 
 
 def replaceable(job: JobSpec, task: TaskView, replaced_so_far: int) -> bool:
     """A lost worker of an elastic job, within the job's free-retry bound."""
     diagnostics = task.yarn_diagnostics or ""
-    return (bool(job.elastic_max) and task.type == "worker" and (task.type, task.index) != rank0(job)
+    rank0_hosts_c10d = elastic_rendezvous(job.env) == "c10d" and (task.type, task.index) == rank0(job)
+    return (bool(job.elastic_max) and task.type == "worker" and not rank0_hosts_c10d
             and task.done and not task.stop_requested and task.exit_code != 0
             and (task.exit_code in LOST_EXIT_CODES or PREEMPTED_MARK in diagnostics)
             and MEMORY_MARK not in diagnostics and not task.memory_killed

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tony_airflow.core.am.rendezvous import Rendezvous
 from tony_airflow.core.history import events as ev
-from tony_airflow.core.protocol import Progress, TaskStatus
+from tony_airflow.core.protocol import Progress, TaskStatus, elastic_rendezvous
 from tony_airflow.core.spec import JobSpec
 
 REQUESTED, ALLOCATED, REGISTERED, RUNNING, SUCCEEDED, FAILED, STOPPED = (
@@ -88,6 +89,7 @@ class Registry:
         self.waiting = ""                 # why the gang waits (core/am/gang.py), shown in the progress line
         self.notice = ""                  # an elastic job's latest lost or replaced worker (core/am/elastic.py)
         self.sealed_hdfs_token = ""       # the newest HDFS token from the job's keytab, sealed (token_renewal.py)
+        self.rendezvous: Rendezvous | None = None  # an elastic job's torchrun rendezvous (core/am/rendezvous.py)
 
     # ------------------------------------------------------------- attempts
     def new_attempt(self, attempt: int) -> None:
@@ -106,7 +108,18 @@ class Registry:
         self._withdrawn = set()
         self.waiting = ""
         self.notice = ""
+        self.rendezvous = None
+        if self.job.elastic_max and elastic_rendezvous(self.job.env) == "tony":
+            chief = "master:0" if "master" in self.job.tasks else "worker:0"
+            others = sum(self.job.tasks[t].instances for t in self.job.cluster_types()) - self.job.elastic_max
+            self.rendezvous = Rendezvous(f"{self.app_id}-{attempt}", self.job.elastic_min + others,
+                                         self.job.elastic_max + others, chief=chief)
         self._notify()
+
+    def gone_containers(self) -> set[str]:
+        """YARN containers whose tasks are over or that the AM gave back: their torchrun agents are gone."""
+        return set(self._released) | {t.yarn_container_id for t in self.tasks.values()
+                                      if t.done and t.yarn_container_id}
 
     def release(self, keys: list[tuple[str, int]], yarn_container_ids: set[str]) -> None:
         """The gang gives these tasks' containers back to YARN (wait-die, core/am/gang.py): one step, taken

@@ -14,6 +14,7 @@ can read them (the job's stdout and stderr on `/output.json`, its events, its st
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import gzip
 import ipaddress
@@ -32,11 +33,13 @@ from tony_airflow.core.am import tensorboard_proxy
 from tony_airflow.core.am.outputs import Outputs
 from tony_airflow.core.am.peer import socket_owner
 from tony_airflow.core.am.registry import Registry
+from tony_airflow.core.am.rendezvous import Rendezvous, RendezvousError, unb64
 from tony_airflow.core.history.events import EventLog
 from tony_airflow.core.output import OUTPUT_PATH, SHIP_CHARS, task_key
 
 log = logging.getLogger("tony.am.server")
 LONG_POLL_S = 20.0
+RENDEZVOUS_POLL_S = 0.2  # how often a waiting rendezvous request looks again
 REFUSED_SAMPLE = 20          # refusals kept for the status page
 REFUSED_LOG_EVERY_S = 60.0   # at most one summary line per minute under a flood
 M = TypeVar("M")
@@ -235,6 +238,33 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         state = registry.tasks.get(task_key(task or outputs.default))
         return web.json_response(outputs.answer(task, attempt, offset, bool(state and state.done), limit))
 
+    async def rendezvous(request: web.Request) -> web.Response:
+        """An elastic job's torchrun agents (core/am/rendezvous.py): join, next (a long poll for the round),
+        heartbeat, leave, close, and the round's key-value space (kv; `get` long-polls for missing keys)."""
+        try:
+            msg = json.loads(await request.read())
+            op, attempt, wait = str(msg["op"]), int(msg["attempt"]), max(0.0, min(float(msg.get("wait", 0)),
+                                                                                  LONG_POLL_S))
+        except (ValueError, KeyError, TypeError):
+            return web.json_response({"error": "a rendezvous request is a JSON object with op and attempt"},
+                                     status=400)
+        rdzv = registry.rendezvous
+        if rdzv is None or attempt != registry.attempt:
+            return web.json_response({"error": "closed", "closed": True}, status=409)
+        deadline = time.monotonic() + wait
+        try:
+            while True:
+                now = time.monotonic()
+                rdzv.tick(now, registry.gone_containers())
+                answer = _rendezvous_step(rdzv, op, msg, now)
+                if not answer.get("missing") and answer.get("state") != "waiting" or now >= deadline:
+                    return web.json_response(answer)
+                await asyncio.sleep(RENDEZVOUS_POLL_S)
+        except RendezvousError as exc:
+            return web.json_response({"error": str(exc), "closed": rdzv.closed}, status=409)
+        except (ValueError, KeyError, TypeError) as exc:
+            return web.json_response({"error": f"rendezvous {op}: {exc}"}, status=400)
+
     async def status_json(request: web.Request) -> web.Response:
         status = registry.status()
         status["refused_requests"] = refused.count
@@ -266,12 +296,35 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     app.router.add_post(protocol.FINISHED, finished)
     app.router.add_post(protocol.OUTPUT, output_in)
     app.router.add_get(OUTPUT_PATH, output_out)
+    app.router.add_post(protocol.RENDEZVOUS, rendezvous)
     app.router.add_get(protocol.STATUS_JSON, status_json)
     app.router.add_get(protocol.PROGRESS_JSON, progress_json)
     app.router.add_get("/", status_page)
     app.router.add_get("/events.jsonl", events)
     app[REFUSED] = refused
     return app
+
+
+def _rendezvous_step(rdzv: Rendezvous, op: str, msg: dict, now: float) -> dict:
+    """One rendezvous request against the AM's state (core/am/rendezvous.py)."""
+    name = str(msg.get("node", ""))
+    if op == "join":
+        rdzv.join(name, str(msg["task"]), str(msg["container"]), str(msg["addr"]), int(msg["port"]), now)
+        return {"ok": True}
+    if op == "next":
+        return rdzv.next(name, now)
+    if op == "heartbeat":
+        return rdzv.heartbeat(name, int(msg["round"]), now)
+    if op == "leave":
+        rdzv.leave(name)
+        return {"ok": True}
+    if op == "close":
+        rdzv.close()
+        return {"ok": True}
+    if op == "kv":
+        return rdzv.kv(int(msg["round"]), str(msg["kv"]), [str(k) for k in msg.get("keys", [])],
+                       [unb64(v) for v in msg.get("values", [])], int(msg.get("amount", 0)))
+    raise RendezvousError(f"op: {op!r}; allowed: join, next, heartbeat, leave, close, kv")
 
 
 def _wait_of(request: web.Request, default: float) -> float:

@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tony_airflow.core.executor.torchrun_plugin import PLUGIN_DIR
+
 LABEL = "org.tony-airflow"  # every container the project starts: LABEL=1, LABEL.application=..., LABEL.workdir=...
 PREFLIGHT_TIMEOUT_S = 60.0
 PULL_TIMEOUT_S = 1800.0
@@ -127,10 +129,12 @@ def env_names(env: Mapping[str, str], node_env: Mapping[str, str], job_env: Mapp
 def mounts(workdir: Path, env: Mapping[str, str], local_paths: Sequence[tuple[str, str]],
            extra: Sequence[str]) -> list[str]:
     """The working directory read-write at its own path; what YARN localized into it (symlinks to the
-    NodeManager's caches), Hadoop's and Java's directories read-only; local input (ro) and output (rw);
-    the job's own mounts last."""
+    NodeManager's caches) and the package an elastic job's torchrun loads its rendezvous from (a symlink in
+    `.tony-torchrun`, core/executor/torchrun_plugin.py), Hadoop's and Java's directories read-only; local
+    input (ro) and output (rw); the job's own mounts last."""
     found: dict[str, str] = {str(workdir): f"{workdir}:{workdir}:rw"}
-    for entry in sorted(workdir.iterdir()) if workdir.is_dir() else []:
+    linked = [e for d in (workdir, workdir / PLUGIN_DIR) if d.is_dir() for e in sorted(d.iterdir())]
+    for entry in linked:
         if entry.is_symlink():
             target = entry.resolve()
             if target.exists() and not target.is_relative_to(workdir):

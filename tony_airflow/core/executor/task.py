@@ -27,6 +27,7 @@ from tony_airflow.core.executor.output_commit import Mirror, is_hdfs
 from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
 from tony_airflow.core.executor.staging import stage_input
+from tony_airflow.core.executor.torchrun_plugin import plugin_dir
 from tony_airflow.core.executor.usage import UsageSampler
 from tony_airflow.core.runtimes import TaskIdentity, chief_of, task_env
 from tony_airflow.core.spec import JobSpec
@@ -111,6 +112,15 @@ class RegistryClient:
         return json.loads(text)
 
 
+def torchrun_plugin_env(env: dict[str, str], where: Path) -> dict[str, str]:
+    """An elastic job's torchrun finds the AM's rendezvous (`--rdzv-backend tony`) on its PYTHONPATH and
+    signs its requests with the job's secret (core/executor/torchrun_rendezvous.py)."""
+    root = plugin_dir(where)
+    path = env.get("PYTHONPATH", "")
+    return {"PYTHONPATH": f"{root}{os.pathsep}{path}" if path else str(root),
+            protocol.RENDEZVOUS_SECRET_ENV: str((where / protocol.SECRET_FILE).absolute())}
+
+
 class Executor:
     """One task: register, wait for the gang, run the command, heartbeat, report.
 
@@ -181,6 +191,8 @@ class Executor:
         env = dict(os.environ)
         env.update(task_env(self.job, spec["hosts"], self.me))
         env.update(self._shipped_files_env())
+        if env.get("PET_RDZV_BACKEND") == protocol.RENDEZVOUS_BACKEND:  # elastic: the AM keeps the rendezvous
+            env.update(torchrun_plugin_env(env, Path.cwd()))
         if not self.local:
             env.update(container_tmp_env(os.environ, Path.cwd()))
         mirror, push = self._stage(env)

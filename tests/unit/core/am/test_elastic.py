@@ -31,10 +31,24 @@ def _running_registry(job) -> Registry:
     return reg
 
 
-def test_torchrun_gets_a_c10d_rendezvous_at_the_master_which_joins_under_an_address_that_ranks_it_first():
+def test_torchrun_gets_the_ams_rendezvous_by_default_and_joins_under_its_own_address():
+    """Issue 51: the rendezvous is the AM's (`--rdzv-backend tony`): no container hosts it."""
     hosts = {"master": ["198.18.0.3:9"], "worker": ["198.18.0.2:10", "198.18.0.4:11"]}
-    master = task_env(_job(), hosts, TaskIdentity("master", 0, 2, "application_1_0001"))
-    worker = task_env(_job(), hosts, TaskIdentity("worker", 0, 2, "application_1_0001"))
+    for me in (TaskIdentity("master", 0, 2, "application_1_0001"), TaskIdentity("worker", 1, 2, "application_1_0001")):
+        env = task_env(_job(), hosts, me)
+        assert {k: env[k] for k in ("PET_NNODES", "PET_RDZV_BACKEND", "PET_RDZV_ID", "PET_MAX_RESTARTS")} == {
+            "PET_NNODES": "2:3", "PET_RDZV_BACKEND": "tony",
+            "PET_RDZV_ID": "application_1_0001-2", "PET_MAX_RESTARTS": str(_job().max_free_retries)}
+        assert env["PET_LOCAL_ADDR"] == hosts[me.type][me.index].split(":")[0]
+        assert "PET_RDZV_CONF" not in env and "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in env
+        assert "PET_NODE_RANK" not in env and "PET_MASTER_ADDR" not in env
+
+
+def test_with_c10d_asked_torchrun_gets_a_c10d_rendezvous_at_the_master_which_joins_under_an_address_that_ranks_it_first():
+    hosts = {"master": ["198.18.0.3:9"], "worker": ["198.18.0.2:10", "198.18.0.4:11"]}
+    c10d = _job(env={protocol.ELASTIC_RENDEZVOUS_ENV: "c10d"})
+    master = task_env(c10d, hosts, TaskIdentity("master", 0, 2, "application_1_0001"))
+    worker = task_env(c10d, hosts, TaskIdentity("worker", 0, 2, "application_1_0001"))
     assert {k: master[k] for k in ("PET_NNODES", "PET_RDZV_BACKEND", "PET_RDZV_ENDPOINT", "PET_RDZV_CONF",
                                    "PET_LOCAL_ADDR", "PET_RDZV_ID", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE")} == {
         "PET_NNODES": "2:3", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "198.18.0.3:9",
@@ -45,6 +59,20 @@ def test_torchrun_gets_a_c10d_rendezvous_at_the_master_which_joins_under_an_addr
     # c10d ranks nodes by address: the master's sorts before any dotted address or host name
     assert sorted(["198.18.0.2", "0xc6120003", "node7.example.com", "10.0.0.1"])[0] == "0xc6120003"
     assert first_sorting_address("127.0.0.1") == "0x7f000001"
+
+
+def test_a_lost_worker_rank_0s_too_is_replaced_within_the_free_retries_with_the_ams_rendezvous():
+    """Issue 51: worker 0's container hosts no rendezvous any more: its loss is a lost worker like another's."""
+    job = build_job_spec({"cluster_requirement": "worker:2", "command": "torchrun t.py", "framework": "pytorch",
+                          "elastic": "2:2"})
+    reg = _running_registry(job)
+    reg.container_gone(("worker", 0), "Container killed. Exit code: 137")
+    assert elastic.replaceable(job, reg.tasks[("worker", 0)], 0)
+    c10d = build_job_spec({"cluster_requirement": "worker:2", "command": "torchrun t.py", "framework": "pytorch",
+                           "elastic": "2:2", "env": {protocol.ELASTIC_RENDEZVOUS_ENV: "c10d"}})
+    reg = _running_registry(c10d)
+    reg.container_gone(("worker", 0), "Container killed. Exit code: 137")
+    assert not elastic.replaceable(c10d, reg.tasks[("worker", 0)], 0)  # c10d's host: the attempt restarts
 
 
 def test_only_a_lost_worker_other_than_rank_0_is_replaced_within_the_free_retries():

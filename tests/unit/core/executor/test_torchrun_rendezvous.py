@@ -1,0 +1,186 @@
+"""torchrun's handler for the AM's rendezvous (issue 51) against the AM's real server: agents form a round,
+their store works as torch's agent uses it, a lost container (rank 0's) makes the survivor see a node
+waiting and the next round forms with the replacement, rank 0 back in the chief's task; a closed rendezvous
+and another attempt are refused; torchrun finds the backend through the executor's plugin directory."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.unit.core.support import SECRET, make_job
+from tony_airflow.core import protocol
+from tony_airflow.core.am import server
+from tony_airflow.core.am.registry import Registry
+from tony_airflow.core.executor.task import torchrun_plugin_env
+
+pytest.importorskip("torch")
+from torch.distributed.elastic.rendezvous import (  # noqa: E402
+    RendezvousClosedError,
+    RendezvousParameters,
+)
+
+from tony_airflow.core.executor import torchrun_rendezvous as tr  # noqa: E402
+
+
+class AM:
+    """The AM's server on a port of its own, in a thread with its own event loop."""
+
+    def __init__(self, job_req: str = "worker:2", elastic: str = "2:2") -> None:
+        self.reg = Registry(make_job(job_req, framework="pytorch", elastic=elastic), "app_1")
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+
+        async def begin() -> None:
+            self.reg.new_attempt(1)
+            self.runner, self.port = await server.start(server.build_app(self.reg, SECRET), "127.0.0.1", 0)
+            self.ready.set()
+
+        self.loop.run_until_complete(begin())
+        self.loop.run_forever()
+
+    def call(self, fn):
+        """Run fn() on the AM's loop (the registry is the loop's)."""
+        done: list = []
+        event = threading.Event()
+
+        def go() -> None:
+            done.append(fn())
+            event.set()
+
+        self.loop.call_soon_threadsafe(go)
+        assert event.wait(10)
+        return done[0]
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def _handler(am: AM, task: tuple[str, int], container: str, monkeypatch, attempt: int = 1) -> tr.TonyRendezvousHandler:
+    monkeypatch.setenv(protocol.ENV_TASK_TYPE, task[0])
+    monkeypatch.setenv(protocol.ENV_TASK_INDEX, str(task[1]))
+    monkeypatch.setenv("CONTAINER_ID", container)
+    params = RendezvousParameters(backend="tony", endpoint="", run_id="app_1-1", min_nodes=2, max_nodes=2,
+                                  local_addr=f"host-{task[1]}")
+    return tr.TonyRendezvousHandler(params, tr.AMClient(f"127.0.0.1:{am.port}", SECRET, attempt))
+
+
+@pytest.fixture
+def am():
+    running = AM()
+    yield running
+    running.stop()
+
+
+def _register(am: AM, index: int, container: str) -> None:
+    assert am.call(lambda: am.reg.register("worker", index, 1, f"host-{index}", 4000 + index,
+                                           container_id=container)) is None
+
+
+def test_agents_form_a_round_use_its_store_and_reform_it_after_rank_0s_container_is_lost(am, monkeypatch):
+    _register(am, 0, "c0")
+    _register(am, 1, "c1")
+    chief = _handler(am, ("worker", 0), "c0", monkeypatch)
+    other = _handler(am, ("worker", 1), "c1", monkeypatch)
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda h: h.next_rendezvous(), [chief, other])
+    assert (first.rank, first.world_size, second.rank, second.world_size) == (0, 2, 1, 2)
+    assert first.bootstrap_store_info.master_addr == second.bootstrap_store_info.master_addr == "host-0"
+    assert first.bootstrap_store_info.master_port == second.bootstrap_store_info.master_port > 0
+    assert chief.use_agent_store is False and chief.get_backend() == "tony" and chief.get_run_id() == "app_1-1"
+
+    # the store as torch's agent uses it: ranks (set, multi_get, multi_set, get) and the exit barrier
+    a, b = first.store, second.store
+    a.set("torchelastic/role_info/0", b"zero")
+    b.set("torchelastic/role_info/1", "one")
+    assert a.multi_get(["torchelastic/role_info/0", "torchelastic/role_info/1"]) == [b"zero", b"one"]
+    a.multi_set(["k/0", "k/1"], [b"x", "y"])
+    assert b.get("k/1") == b"y"
+    assert a.add("n", 1) == 1 and b.add("n", 2) == 3
+    assert a.compare_set("c", b"", b"v1") == b"v1" and b.compare_set("c", b"no", b"v2") == b"v1"
+    assert a.check(["k/0", "n"]) and not a.check(["absent"])
+    assert a.delete_key("k/0") and not a.delete_key("k/0")
+    assert a.num_keys() == 5
+    later = threading.Timer(0.5, lambda: b.set("late", b"1"))
+    later.start()
+    assert a.get("late") == b"1"  # a key not set yet is waited for
+    with pytest.raises(LookupError):
+        a.wait(["never"], datetime.timedelta(seconds=0.5))
+
+    # rank 0's container is lost: the survivor's agent sees a node waiting (torchrun restarts its workers)
+    am.call(lambda: am.reg.container_gone(("worker", 0), "Container killed. Exit code: 137"))
+    deadline = time.monotonic() + 10
+    while other.num_nodes_waiting() == 0:
+        assert time.monotonic() < deadline, "the survivor never heard of the lost node"
+        time.sleep(0.2)
+    # ... and joins again; the replacement of worker 0 joins; the new round has the chief's task as rank 0
+    am.call(lambda: am.reg.replace(("worker", 0)))
+    _register(am, 0, "c2")
+    replacement = _handler(am, ("worker", 0), "c2", monkeypatch)
+    with ThreadPoolExecutor(2) as pool:
+        again, new = pool.map(lambda h: h.next_rendezvous(), [other, replacement])
+    assert (new.rank, again.rank, again.world_size) == (0, 1, 2)
+    assert again.bootstrap_store_info.master_addr == "host-0" and other.num_nodes_waiting() == 0
+    assert am.reg.rendezvous is not None and am.reg.rendezvous.round is not None
+    assert am.reg.rendezvous.round.number == 2
+    with pytest.raises(LookupError):  # the old round's space is not the new round's
+        again.store.wait(["torchelastic/role_info/0"], datetime.timedelta(seconds=0.3))
+    for handler in (other, replacement, chief):
+        assert handler.shutdown()
+
+
+def test_a_closed_rendezvous_and_an_older_attempt_are_refused(am, monkeypatch):
+    old = _handler(am, ("worker", 1), "c1", monkeypatch, attempt=0)
+    with pytest.raises(RendezvousClosedError):
+        old.next_rendezvous()
+    assert old.is_closed()
+    closing = _handler(am, ("worker", 0), "c0", monkeypatch)
+    closing.set_closed()
+    with pytest.raises(RendezvousClosedError):
+        _handler(am, ("worker", 1), "c1", monkeypatch).next_rendezvous()
+
+
+def test_an_unsigned_rendezvous_request_is_refused(am):
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(f"http://127.0.0.1:{am.port}{protocol.RENDEZVOUS}", method="POST",
+                                     data=json.dumps({"op": "close", "attempt": 1}).encode())
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 401
+    assert am.reg.rendezvous is not None and not am.reg.rendezvous.closed
+
+
+def test_torchrun_finds_the_backend_through_the_plugin_directory(tmp_path: Path):
+    """What the executor gives an elastic command: the `torchrun.handlers` entry point torch's registry loads
+    (`_register_out_of_tree_handlers`), naming the handler in the package beside it (not importing torch here:
+    the e2e test runs torchrun with it)."""
+    env = torchrun_plugin_env({}, tmp_path)
+    assert env[protocol.RENDEZVOUS_SECRET_ENV] == str(tmp_path / protocol.SECRET_FILE)
+    code = ("import importlib.metadata as m, importlib.util as u;"
+            "ep = m.entry_points(group='torchrun.handlers')['tony'];"
+            "print(ep.value, u.find_spec(ep.module).origin)")
+    found = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path[:0] = {env['PYTHONPATH']!r}.split(':');"
+                            + code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    value, origin = found.stdout.split()
+    assert value == "tony_airflow.core.executor.torchrun_rendezvous:handler_creator", found.stderr[-2000:]
+    assert origin.startswith(str(tmp_path / ".tony-torchrun" / "tony_airflow")), origin
+    assert tr.handler_creator() is tr.create_handler
