@@ -1,0 +1,139 @@
+"""The job page's Training section (the AM's live page and the history's page share it), on made-up
+`training` dicts of the status JSON's contract and made-up TRAINING events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import xml.etree.ElementTree as ET
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from tony_airflow.core.history import events as ev
+from tony_airflow.core.history.model import JobHistory
+from tony_airflow.core.history.render import MAX_PLOTS, Links, render_job, training_view
+from tony_airflow.core.history.store import HistoryStore
+from tony_airflow.core.history.web import build_app
+
+APP = "application_1700000000000_0052"
+TRAINING = {"task": "worker:0", "step": 120, "total_steps": 400, "epoch": 3, "total_epochs": 10,
+            "percent": 30.0, "eta_s": 118.0, "metrics": {"loss": 0.214, "accuracy": 0.91},
+            "updated": 1795900000.0, "source": "report"}
+
+
+def running_job(*extra: dict) -> JobHistory:
+    events = [{"time": 10.0, "event": ev.JOB_SUBMITTED, "name": "digits", "max_attempts": 2},
+              {"time": 11.0, "event": ev.ATTEMPT_STARTED, "attempt": 1, "tasks": ["worker:0"]},
+              *extra]
+    return JobHistory.from_events(APP, events)
+
+
+def report(at: float, step: int | None, loss: float, **more) -> dict:
+    return {"time": at, "event": ev.TRAINING, **TRAINING, "step": step, "metrics": {"loss": loss}, **more}
+
+
+def test_the_live_page_shows_the_bar_percent_time_left_metrics_and_a_plot_per_metric():
+    series = {"loss": [[s, 1.0 / s] for s in range(1, 121)], "accuracy": [[s, s / 130] for s in range(1, 121)]}
+    page = render_job(running_job(), Links(), live=True, training=TRAINING, series=series)
+    assert '<progress id="training-bar" max="100" value="30.0">' in page
+    assert '<b id="training-percent">30%</b>' in page
+    assert '<span id="training-eta">about 1 min 58 s left</span>' in page
+    assert "epoch 3/10" in page and "step 120/400" in page and "reported by worker:0" in page
+    assert '<tr data-metric="loss"><td>loss</td><td class="num">0.214</td></tr>' in page
+    assert page.count('<svg xmlns="http://www.w3.org/2000/svg" class="metric-plot"') == 2
+    assert 'data-metric="accuracy" data-points="120"' in page
+    assert "<script" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_no_report_yet_no_training_section():
+    page = render_job(running_job(), Links(), live=True)
+    assert 'id="training"' not in page and "<h2>Training</h2>" not in page
+
+
+def test_unknown_percent_is_an_indeterminate_bar_and_odd_fields_are_not_shown():
+    view = training_view({"task": "chief:0", "metrics": {"loss": math.nan}, "percent": None, "eta_s": math.inf,
+                          "updated": "yesterday", "source": "tensorboard"}, {}, running=True)
+    assert view is not None
+    assert view["percent"] is None and view["eta"] is None and view["updated"] is None
+    assert view["metrics"] == [("loss", "nan")]
+    page = render_job(running_job(), Links(), live=True, training={"task": "chief:0", "percent": None,
+                                                                   "metrics": {}, "source": "tensorboard"}, series={})
+    assert '<progress id="training-bar"></progress>' in page and "training-percent" not in page
+    assert "(from its TensorBoard events)" in page
+
+
+def test_percent_is_kept_within_0_and_100_and_a_bad_metrics_field_is_ignored():
+    view = training_view({**TRAINING, "percent": 250, "metrics": "loss=1"}, None, running=True)
+    assert view is not None and view["percent"] == 100.0 and view["metrics"] == []
+    view = training_view({**TRAINING, "percent": -3, "eta_s": -5}, None, running=True)
+    assert view is not None and view["percent"] == 0.0 and view["eta"] == "0.0 s"
+
+
+def test_a_finished_job_shows_no_time_left():
+    view = training_view(TRAINING, None, running=False)
+    assert view is not None and view["eta"] is None and view["percent"] == 30.0
+
+
+def test_many_metrics_plot_the_first_ones_and_say_how_many_more():
+    series = {f"m{i}": [[1, 1.0], [2, 2.0]] for i in range(MAX_PLOTS + 5)}
+    page = render_job(running_job(), Links(training_json="training.json"), live=True,
+                      training={**TRAINING, "metrics": {k: 2.0 for k in series}}, series=series)
+    assert page.count('class="metric-plot"') == MAX_PLOTS
+    assert '5 more metric(s) not plotted: <a href="training.json">all of them (JSON)</a>' in page
+    assert '<a href="training.json">training (JSON)</a>' in page  # relative: it works behind YARN's proxy
+
+
+def test_metric_names_with_markup_are_escaped_on_the_page():
+    name = "<img src=x onerror=alert(1)>"
+    page = render_job(running_job(), Links(), live=True, training={**TRAINING, "metrics": {name: 1.0}},
+                      series={name: [[1, 1.0], [2, 0.5]]})
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_the_history_curves_come_from_the_training_events():
+    job = running_job(report(20.0, 10, 0.9), report(30.0, 20, 0.5, percent=5.0),
+                      report(40.0, 30, math.nan), report(50.0, 40, 0.3, percent=10.0, eta_s=600.0),
+                      {"time": 60.0, "event": ev.JOB_FINISHED, "status": "SUCCEEDED"})
+    assert job.training is not None and job.training["percent"] == 10.0 and job.training["step"] == 40
+    assert job.training_series == {"loss": [(10, 0.9), (20, 0.5), (30, job.training_series["loss"][2][1]), (40, 0.3)]}
+    page = render_job(job, Links())
+    assert 'data-metric="loss" data-points="3"' in page and "1 not drawn: not finite" in page
+    assert '<b id="training-percent">10%</b>' in page and "training-eta" not in page  # finished: no time left
+
+
+def test_a_retried_attempt_starts_the_curves_anew_and_steps_fall_back_to_epochs():
+    job = running_job(report(20.0, 10, 0.9), report(30.0, 20, 0.5),
+                      {"time": 35.0, "event": ev.ATTEMPT_STARTED, "attempt": 2, "tasks": ["worker:0"]},
+                      report(40.0, None, 0.8, epoch=1), report(50.0, None, 0.6, epoch=2))
+    assert job.training_attempt == 2 and job.training_series == {"loss": [(1, 0.8), (2, 0.6)]}
+    job = running_job(report(20.0, None, 0.9, epoch=None), report(30.0, None, 0.7, epoch=None))
+    assert job.training_series == {"loss": [(0, 0.9), (1, 0.7)]}  # neither step nor epoch: the order
+
+
+def test_every_plot_on_the_page_is_well_formed_svg():
+    job = running_job(*(report(20.0 + s, s, 1.0 / s) for s in range(1, 600)))
+    page = render_job(job, Links())
+    start = page.index('<svg xmlns="http://www.w3.org/2000/svg"')
+    root = ET.fromstring(page[start:page.index("</svg>", start) + len("</svg>")])
+    assert root.get("data-points") == "599"
+
+
+def test_the_history_server_plots_a_jobs_training_events(tmp_path):
+    store = HistoryStore.open(f"file://{tmp_path}/history")
+    store.start_job(APP, '{"tasks": {"worker": {}}}')
+    events = [{"time": 10.0, "event": ev.JOB_SUBMITTED, "name": "digits"},
+              {"time": 11.0, "event": ev.ATTEMPT_STARTED, "attempt": 1, "tasks": ["worker:0"]},
+              report(20.0, 10, 0.9), report(30.0, 20, 0.5),
+              {"time": 60.0, "event": ev.JOB_FINISHED, "status": "SUCCEEDED"}]
+    store.append(APP, [json.dumps(e) for e in events])
+    store.finish_job(APP)
+
+    async def scenario() -> tuple[int, str]:
+        async with TestClient(TestServer(build_app(store))) as client:
+            response = await client.get(f"/jobs/{APP}")
+            return response.status, await response.text()
+
+    status, page = asyncio.run(scenario())
+    assert status == 200
+    assert 'data-metric="loss" data-points="2"' in page and '<b id="training-percent">30%</b>' in page
