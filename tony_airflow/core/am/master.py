@@ -714,8 +714,10 @@ class ApplicationMaster:
             return f"http://{run.node_http}/node/containerlogs/{run.container_id}/{user}"
 
         tensorboard = f"http://{self.address}{tensorboard_proxy.PREFIX}" if "tensorboard" in self.job.tasks else None
-        links = Links(log=log_url, tensorboard=tensorboard, events_json="events.jsonl")
-        return render_job(job, links, live=job.running)
+        links = Links(log=log_url, tensorboard=tensorboard, events_json="events.jsonl",
+                      training_json=protocol.TRAINING_JSON.lstrip("/"))  # relative: behind YARN's proxy too
+        store = self.registry.training  # its points, finer than the TRAINING events (one per 10 s)
+        return render_job(job, links, live=job.running, training=store.training, series=store.series)
 
 
 @dataclasses.dataclass

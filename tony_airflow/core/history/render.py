@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from tony_airflow.core.history.model import JobHistory, TaskRun, when
 from tony_airflow.core.job_usage import usage_line
+from tony_airflow.core.presentation import training_line
 from tony_airflow.core.svg_plot import metric_plot, number
 
 _ENV = jinja2.Environment(
@@ -82,20 +83,23 @@ def training_view(training: dict[str, Any] | None, series: dict[str, list[Any]] 
                   running: bool) -> dict[str, Any] | None:
     """What the job page's Training section shows, from the `training` dict of the status JSON (or the
     last TRAINING event) and each metric's (step, value) points. The data comes from the program, so
-    every field may be missing or odd: the template gets only checked, ready-to-show values. Time left
-    is shown only while the job runs (a finished job's last estimate is no news)."""
+    every field may be missing or odd: the template gets only checked, ready-to-show values. The line is
+    the one every front end shows (presentation.training_line); time left only while the job runs (a
+    finished job's last estimate is no news)."""
     if not training and not series:
         return None
     training = training or {}
     reported = training.get("metrics")
     metrics: dict[Any, Any] = reported if isinstance(reported, dict) else {}
-    eta = _of(training.get("eta_s"), low=0.0) if running else None
     plots = [Markup(metric_plot(str(name), points)) for name, points in list((series or {}).items())[:MAX_PLOTS]]
+    percent = _of(training.get("percent"), 0.0, 100.0)
+    shown = {**training, "percent": percent, "metrics": metrics,
+             "eta_s": _of(training.get("eta_s"), low=0.0) if running else None}
     return {
-        "percent": _of(training.get("percent"), 0.0, 100.0),
-        "eta": None if eta is None else duration(eta),
-        "step": _count(training.get("step"), training.get("total_steps")),
-        "epoch": _count(training.get("epoch"), training.get("total_epochs")),
+        "line": training_line(shown),
+        "percent": percent,
+        "step": _count(training.get("step"), training.get("total_steps")) if training.get("epoch") is not None
+        else "",  # the line names the epoch when there is one, else the step
         "task": str(training.get("task") or ""),
         "source": str(training.get("source") or ""),
         "updated": _of(training.get("updated")),
@@ -113,8 +117,9 @@ def render_job(job: JobHistory, links: Links, live: bool = False, extra: dict[st
                training: dict[str, Any] | None = None, series: dict[str, list[Any]] | None = None) -> str:
     """The job page. `training` and `series` are the AM's live store (its /training.json); without them
     the page shows what the job's TRAINING events hold (the history's curves)."""
-    view = training_view(training if training is not None else job.training,
-                         series if series is not None else job.training_series, job.running)
+    if training is None and not series:  # the AM has nothing of this attempt yet, or this is the history
+        training, series = job.training, job.training_series
+    view = training_view(training, series, job.running)
     return _ENV.get_template("job.html").render(job=job, links=links, live=live, timeline=job.timeline(),
                                                 training=view, title=f"{job.name or job.app_id} — tony-airflow",
                                                 **(extra or {}))

@@ -10,6 +10,8 @@ import xml.etree.ElementTree as ET
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.unit.core.support import SECRET, make_job
+from tony_airflow.core.am.master import ApplicationMaster
 from tony_airflow.core.history import events as ev
 from tony_airflow.core.history.model import JobHistory
 from tony_airflow.core.history.render import MAX_PLOTS, Links, render_job, training_view
@@ -37,9 +39,8 @@ def test_the_live_page_shows_the_bar_percent_time_left_metrics_and_a_plot_per_me
     series = {"loss": [[s, 1.0 / s] for s in range(1, 121)], "accuracy": [[s, s / 130] for s in range(1, 121)]}
     page = render_job(running_job(), Links(), live=True, training=TRAINING, series=series)
     assert '<progress id="training-bar" max="100" value="30.0">' in page
-    assert '<b id="training-percent">30%</b>' in page
-    assert '<span id="training-eta">about 1 min 58 s left</span>' in page
-    assert "epoch 3/10" in page and "step 120/400" in page and "reported by worker:0" in page
+    assert '<b id="training-line">epoch 3/10 · 30% · ~2 min left · loss 0.214</b>' in page  # as ytf-submit says it
+    assert "· step 120/400" in page and "reported by worker:0" in page
     assert '<tr data-metric="loss"><td>loss</td><td class="num">0.214</td></tr>' in page
     assert page.count('<svg xmlns="http://www.w3.org/2000/svg" class="metric-plot"') == 2
     assert 'data-metric="accuracy" data-points="120"' in page
@@ -55,11 +56,11 @@ def test_unknown_percent_is_an_indeterminate_bar_and_odd_fields_are_not_shown():
     view = training_view({"task": "chief:0", "metrics": {"loss": math.nan}, "percent": None, "eta_s": math.inf,
                           "updated": "yesterday", "source": "tensorboard"}, {}, running=True)
     assert view is not None
-    assert view["percent"] is None and view["eta"] is None and view["updated"] is None
+    assert view["percent"] is None and view["updated"] is None and view["line"] == "loss nan"
     assert view["metrics"] == [("loss", "nan")]
     page = render_job(running_job(), Links(), live=True, training={"task": "chief:0", "percent": None,
                                                                    "metrics": {}, "source": "tensorboard"}, series={})
-    assert '<progress id="training-bar"></progress>' in page and "training-percent" not in page
+    assert '<progress id="training-bar"></progress>' in page and '<b id="training-line"></b>' in page
     assert "(from its TensorBoard events)" in page
 
 
@@ -67,12 +68,12 @@ def test_percent_is_kept_within_0_and_100_and_a_bad_metrics_field_is_ignored():
     view = training_view({**TRAINING, "percent": 250, "metrics": "loss=1"}, None, running=True)
     assert view is not None and view["percent"] == 100.0 and view["metrics"] == []
     view = training_view({**TRAINING, "percent": -3, "eta_s": -5}, None, running=True)
-    assert view is not None and view["percent"] == 0.0 and view["eta"] == "0.0 s"
+    assert view is not None and view["percent"] == 0.0 and "· ~1 s left ·" in view["line"]
 
 
 def test_a_finished_job_shows_no_time_left():
     view = training_view(TRAINING, None, running=False)
-    assert view is not None and view["eta"] is None and view["percent"] == 30.0
+    assert view is not None and view["line"] == "epoch 3/10 · 30% · loss 0.214" and view["percent"] == 30.0
 
 
 def test_many_metrics_plot_the_first_ones_and_say_how_many_more():
@@ -99,7 +100,7 @@ def test_the_history_curves_come_from_the_training_events():
     assert job.training_series == {"loss": [(10, 0.9), (20, 0.5), (30, job.training_series["loss"][2][1]), (40, 0.3)]}
     page = render_job(job, Links())
     assert 'data-metric="loss" data-points="3"' in page and "1 not drawn: not finite" in page
-    assert '<b id="training-percent">10%</b>' in page and "training-eta" not in page  # finished: no time left
+    assert '<b id="training-line">epoch 3/10 · 10% · loss 0.3</b>' in page  # finished: no time left
 
 
 def test_a_retried_attempt_starts_the_curves_anew_and_steps_fall_back_to_epochs():
@@ -136,4 +137,17 @@ def test_the_history_server_plots_a_jobs_training_events(tmp_path):
 
     status, page = asyncio.run(scenario())
     assert status == 200
-    assert 'data-metric="loss" data-points="2"' in page and '<b id="training-percent">30%</b>' in page
+    assert 'data-metric="loss" data-points="2"' in page and '<progress id="training-bar" max="100" value="30.0">' in page
+
+
+def test_the_ams_live_page_plots_the_stores_points_and_links_training_json_relatively():
+    am = ApplicationMaster(make_job(), SECRET, None, APP, "h")
+    am.registry.training.new_attempt(1)
+    assert 'id="training"' not in am.live_page()  # nothing reported yet
+    for step in range(1, 31):
+        assert am.registry.training.receive("worker:0", 1, {"step": step, "total_steps": 60,
+                                                            "metrics": {"loss": 1.0 / step, "accuracy": step / 60}}) is None
+    page = am.live_page()
+    assert '<progress id="training-bar" max="100" value="50.0">' in page and "50%" in page
+    assert 'data-metric="loss" data-points="30"' in page and 'data-metric="accuracy" data-points="30"' in page
+    assert '<a href="training.json">training (JSON)</a>' in page
