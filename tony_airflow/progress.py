@@ -35,6 +35,7 @@ MIN_INTERVAL_S = 0.5          # the sender sends at most this often; reports in 
 SEND_TIMEOUT_S = 2.0          # one send (loopback; a stuck endpoint costs the sender thread, never the program)
 EXIT_WAIT_S = 1.0             # at the program's exit, the last report waits this long at most
 COUNT_FIELDS = ("step", "total_steps", "epoch", "total_epochs")
+REFUSAL_KINDS = ("bad_token", "bad_json", "too_large", "flood", "bad_report")  # what the endpoint and the AM count
 
 
 class BadReport(ValueError):

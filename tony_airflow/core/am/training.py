@@ -13,11 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from tony_airflow.core.history import events as ev
-from tony_airflow.progress import COUNT_FIELDS, BadReport, clean_report
+from tony_airflow.progress import COUNT_FIELDS, REFUSAL_KINDS, BadReport, clean_report
 
 MAX_POINTS = 500         # points kept per metric: older points thinned, the first and the last kept
 EVENT_EVERY_S = 10.0     # at most one TRAINING history event this often (and the last before JOB_FINISHED)
-REFUSAL_KINDS = ("bad_token", "bad_json", "too_large", "flood", "bad_report")
 SOURCES = ("report", "tensorboard")
 
 
