@@ -226,6 +226,8 @@ class KerasCallback:
 
     def on_train_begin(self, logs: Any = None) -> None:
         self._steps_done = 0
+        _the_sender()  # its thread starts now, not in the first batch (Keras times the first batches' hooks)
+        self._next_batch_report = time.monotonic() + MIN_INTERVAL_S
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._epoch = int(epoch)

@@ -26,7 +26,7 @@ def failure_line(app_id: str, final_status: str, diagnostics: str) -> str:
     return f"{app_id} {final_status}: {(diagnostics or '').strip()}"
 
 
-TRAINING_LINE_EVERY_S = 10.0  # a plain (not a terminal's) progress line that only the training changed: this often
+TRAINING_LINE_EVERY_S = 5.0  # a plain (not a terminal's) progress line that only the training changed: this often
 
 
 def _duration(seconds: float) -> str:
@@ -126,8 +126,8 @@ class ProgressPrinter:
         if text == self._last:
             return
         bare = progress_text(self.app_id, report, replace(progress, training=None)) if progress else text
-        if (not self.live and bare == self._without_training and time.monotonic() - self._shown_at
-                < TRAINING_LINE_EVERY_S):
+        if (not self.live and bare == self._without_training and text != bare and self._last != bare
+                and time.monotonic() - self._shown_at < TRAINING_LINE_EVERY_S):
             return  # only the training's numbers changed: a log gets them every TRAINING_LINE_EVERY_S
         self._last, self._without_training, self._shown_at = text, bare, time.monotonic()
         if self.live:

@@ -30,6 +30,7 @@ from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
 from tony_airflow.core.executor.staging import stage_input
 from tony_airflow.core.executor.status_channel import Relay, StatusEndpoint, program_env, ship_helper
+from tony_airflow.core.executor.tensorboard_scalars import TensorBoardScalars
 from tony_airflow.core.executor.usage import UsageSampler
 from tony_airflow.core.runtimes import TaskIdentity, chief_of, task_env
 from tony_airflow.core.spec import JobSpec
@@ -215,8 +216,11 @@ class Executor:
             where = Path(tempfile.mkdtemp(prefix="tony-progress-")) if self.local else Path.cwd()
             helper = ship_helper(where)
             env.update(program_env(endpoint, helper, env))
+            output = env.get("DTF_OUTPUT_PATH")
+            scalars = TensorBoardScalars(Path(output)) if output and env.get("IS_CHIEF") == "true" else None
             relay = Relay(endpoint, lambda path, body: self.registry.call(
-                "POST", path, body, retries=1, timeout=MAX_CALL_TIMEOUT_S), self.ident).start()
+                "POST", path, body, retries=1, timeout=MAX_CALL_TIMEOUT_S), self.ident,
+                source=scalars.latest if scalars is not None else None).start()
             return endpoint, relay, where
         except Exception as exc:
             log.warning("the progress channel could not be opened (the task runs without it): %s", exc)
