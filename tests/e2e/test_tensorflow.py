@@ -6,16 +6,13 @@ import json
 import os
 import re
 import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.e2e.helpers import BIN, ytf_submit
-from tony_airflow.core.protocol import STATUS_JSON, am_page_url
+from tests.e2e.helpers import assert_training_shown, submit_watching_training, ytf_submit
 from tony_airflow.yarn.hdfs import webhdfs
 
 pytest.importorskip("tensorflow")
@@ -37,54 +34,15 @@ def _models_in_local_tmp(since: float) -> list[str]:
     return found
 
 
-def _training_while_running(rm, stdout: Path, submit: subprocess.Popen) -> list[dict]:
-    """The AM's status page's `training`, read through the tracking URL every half second while the job runs."""
-    seen: list[dict] = []
-    app_id, deadline = None, time.monotonic() + 600
-    while submit.poll() is None and time.monotonic() < deadline:
-        if app_id is None and (found := re.search(r"Submitted application (application_\d+_\d+)", stdout.read_text())):
-            app_id = found.group(1)
-        if app_id is not None:
-            report = rm.application(app_id)
-            if report.state == "RUNNING" and "/proxy/" in report.tracking_url:
-                try:
-                    page = rm.fetch(am_page_url(report.tracking_url, STATUS_JSON), timeout=10)
-                    status = page.json() if page.status_code == 200 else {}
-                except (httpx.HTTPError, ValueError):
-                    status = {}
-                if status.get("training"):
-                    seen.append({**status["training"], "refused": status.get("training_refused")})
-        time.sleep(0.5)
-    return seen
-
-
 def test_multi_worker_mirrored_two_workers(local_cluster, rm, tmp_path):
     out = "/tmp/e2e/mwms"
     started = time.time()
     # issue #52: the job's progress while it runs (digits_keras reports with tony_progress.KerasCallback)
-    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
-    with stdout.open("w") as o, stderr.open("w") as e:
-        submit = subprocess.Popen([str(BIN / "ytf-submit"), "-r", "worker:2", "-o", f"hdfs://{out}", "-n", "mwms",
-                                   "--follow", "python3 -m tony_airflow.examples.digits_keras --epochs 4 "
-                                   "--sleep-per-epoch 1.5"], stdout=o, stderr=e, text=True)
-        try:
-            seen = _training_while_running(rm, stdout, submit)
-            submit.wait(timeout=600)
-        finally:
-            if submit.poll() is None:
-                submit.kill()
-    proc = subprocess.CompletedProcess(submit.args, submit.returncode, stdout.read_text(), stderr.read_text())
+    proc, seen = submit_watching_training(rm, tmp_path, "-r", "worker:2", "-o", f"hdfs://{out}", "-n", "mwms",
+                                          "--follow", "python3 -m tony_airflow.examples.digits_keras --epochs 4 "
+                                          "--sleep-per-epoch 1.5")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert seen, "the AM's status page never had the training's numbers"
-    assert {t["task"] for t in seen} == {"worker:0"} and {t["source"] for t in seen} == {"report"}
-    assert any(t["percent"] is not None and 0 < t["percent"] < 100 and t["eta_s"] is not None
-               and "loss" in t["metrics"] for t in seen), seen
-    assert seen[-1]["total_epochs"] == 4 and seen[-1]["total_steps"] == 4 * 20
-    assert all(not any(t["refused"].values()) for t in seen), seen[-1]
-    # ytf-submit's progress line: `... · running · epoch 2/4 · 45% · ~3 s left · loss 0.412`
-    lines = re.findall(r"^application_\S+ RUNNING · attempt 1/1 · running · (epoch \d/4 · \d+% · .*)$",
-                       proc.stderr, re.M)
-    assert lines and all("loss " in line for line in lines), proc.stderr[-3000:]
+    assert_training_shown(proc, seen, "worker:0", epochs=4, steps=4 * 20)
     # issue #53 item 6: where the model is, as the job named it, not the container's local mirror
     assert re.search(rf"^\[worker:0\] test accuracy \S+; model written to hdfs://{out}$", proc.stdout, re.M), proc.stdout
     metrics = _metrics(out)

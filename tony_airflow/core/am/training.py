@@ -21,8 +21,9 @@ SOURCES = ("report", "tensorboard")
 
 
 def rank(task: str, first: str | None) -> int:
-    """Which task's reports win: the chief's (0), worker 0's (1), the first to report (2), others (3)."""
-    if task.startswith("chief:"):
+    """Which task's reports win: the chief's (PyTorch's master's: 0), worker 0's (1), the first to report (2),
+    others (3)."""
+    if task.startswith(("chief:", "master:")):
         return 0
     if task == "worker:0":
         return 1
