@@ -31,14 +31,11 @@ def number(value: Any) -> str:
     return f"{value:.4g}"
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _clean(points: Iterable[Sequence[Any]]) -> tuple[list[tuple[float, float]], int, Any]:
     """The drawable points sorted by step, how many were not drawable, and the last value as reported."""
     good: list[tuple[float, float]] = []
     dropped, last = 0, None
+    isfinite = math.isfinite
     for point in points:
         try:
             step, value = point[0], point[1]
@@ -46,7 +43,12 @@ def _clean(points: Iterable[Sequence[Any]]) -> tuple[list[tuple[float, float]], 
             dropped += 1
             continue
         last = value
-        if _finite(step) and _finite(value):
+        try:  # isfinite refuses what is not a number (None, text); a bool is not a metric
+            drawable = (isfinite(step) and isfinite(value) and type(step) is not bool
+                        and type(value) is not bool)
+        except TypeError:
+            drawable = False
+        if drawable:
             good.append((float(step), float(value)))
         else:
             dropped += 1
@@ -93,15 +95,15 @@ def metric_plot(name: str, points: Iterable[Sequence[Any]], width: int = WIDTH, 
                      f'text-anchor="middle">no values yet</text>')
         return "".join(parts) + "</svg>"
     s_low, s_high = _span(drawn[0][0], drawn[-1][0])
-    v_low, v_high = _span(min(v for _, v in drawn), max(v for _, v in drawn))
+    values = [v for _, v in drawn]
+    low, high = min(values), max(values)
+    v_low, v_high = _span(low, high)
 
-    def x(step: float) -> float:
-        return x0 + (step - s_low) / (s_high - s_low) * (x1 - x0)
+    sx, sy = (x1 - x0) / (s_high - s_low), (y1 - y0) / (v_high - v_low)  # pixels per step, per value
 
     def y(value: float) -> float:
-        return y1 - (value - v_low) / (v_high - v_low) * (y1 - y0)
+        return y1 - (value - v_low) * sy
 
-    low, high = min(v for _, v in drawn), max(v for _, v in drawn)
     parts += [
         f'<text x="{x0 - 4}" y="{y0 + 10}" font-size="10" text-anchor="end">{html.escape(number(high))}</text>',
         f'<text x="{x0 - 4}" y="{y1}" font-size="10" text-anchor="end">{html.escape(number(low))}</text>',
@@ -112,6 +114,6 @@ def metric_plot(name: str, points: Iterable[Sequence[Any]], width: int = WIDTH, 
         step, value = drawn[0]
         parts.append(f'<circle cx="{(x0 + x1) / 2:.1f}" cy="{y(value):.1f}" r="3" fill="#1a73e8"/>')
     else:
-        coords = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in drawn)
+        coords = " ".join([f"{x0 + (s - s_low) * sx:.1f},{y1 - (v - v_low) * sy:.1f}" for s, v in drawn])
         parts.append(f'<polyline points="{coords}" fill="none" stroke="#1a73e8" stroke-width="1.5"/>')
     return "".join(parts) + "</svg>"
