@@ -151,3 +151,14 @@ def test_the_ams_live_page_plots_the_stores_points_and_links_training_json_relat
     assert '<progress id="training-bar" max="100" value="50.0">' in page and "50%" in page
     assert 'data-metric="loss" data-points="30"' in page and 'data-metric="accuracy" data-points="30"' in page
     assert '<a href="training.json">training (JSON)</a>' in page
+
+
+def test_history_show_says_the_last_training_line():
+    from tony_airflow.core.history.text import job_report
+
+    finished = running_job(report(20.0, 10, 0.9), report(50.0, 40, 0.3, percent=10.0, eta_s=600.0),
+                           {"time": 60.0, "event": ev.JOB_FINISHED, "status": "KILLED"})
+    assert "training: epoch 3/10 · 10% · loss 0.3 (reported by worker:0)" in job_report(finished).splitlines()
+    running = running_job(report(50.0, 40, 0.3, percent=10.0, eta_s=600.0))
+    assert "training: epoch 3/10 · 10% · ~10 min left · loss 0.3 (reported by worker:0)" in job_report(running)
+    assert "training:" not in job_report(running_job())
