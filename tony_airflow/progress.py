@@ -314,8 +314,8 @@ class TrainerCallback:
         epoch = getattr(state, "epoch", None)
         total_epochs = getattr(args, "num_train_epochs", None)
         self.step(getattr(state, "global_step", None), getattr(state, "max_steps", None) or None,
-                  math.floor(epoch) + 1 if isinstance(epoch, int | float) else None,
-                  math.ceil(total_epochs) if isinstance(total_epochs, int | float) else None)
+                  math.floor(epoch) + 1 if isinstance(epoch, (int, float)) else None,
+                  math.ceil(total_epochs) if isinstance(total_epochs, (int, float)) else None)
 
     # Lightning ---------------------------------------------------------------------------------
     def on_train_batch_end(self, trainer: Any = None, pl_module: Any = None, *args: Any, **kw: Any) -> None:
@@ -326,7 +326,7 @@ class TrainerCallback:
         epochs = getattr(trainer, "max_epochs", None)
         epoch = getattr(trainer, "current_epoch", None)
         self.step(getattr(trainer, "global_step", None),
-                  int(total) if isinstance(total, int | float) and math.isfinite(total) and total > 0 else None,
+                  int(total) if isinstance(total, (int, float)) and math.isfinite(total) and total > 0 else None,
                   int(epoch) + 1 if isinstance(epoch, int) else None,
                   int(epochs) if isinstance(epochs, int) and epochs > 0 else None)
 
