@@ -1,9 +1,9 @@
 """Benchmark: what reporting progress costs the training (issue #52).
 
 The same digits_keras job through YARN twice per round, interleaved: as shipped (tony_progress.KerasCallback:
-its hook runs after every step, a report with Keras's logs at most every 0.5 s, relayed by the executor to
-the AM every second) and with `--no-progress` (no callback). Steps per second are the program's own, epochs
-2-N (bench/training_overhead.py's measure). The AM's status page is read while each run goes, so the
+the step every 0.5 s, Keras's logs at each epoch's end, relayed by the executor to the AM every second)
+and with `--no-progress` (no callback). Steps per second are the program's own, epochs 2-N
+(bench/training_overhead.py's measure). The AM's status page is read while each run goes, so the
 reporting run is known to have reached the AM. Aim: with / without >= 0.99.
 
     .venv/bin/python -m bench.progress_cost [--runs 5] [--epochs 10] [--steps 100]
@@ -96,8 +96,8 @@ def run(runs: int = 5, epochs: int = 10, steps: int = 100) -> Report:
                ", ".join(f"{s:.1f}" for s in speeds[False])],
               ["ratio (with / without)", f"{r:.3f}", "per round: " + ", ".join(f"{x:.3f}" for x in rounds)]],
         notes=[f"MultiWorkerMirroredStrategy, 2 workers, {epochs}x{steps} steps, {runs} interleaved rounds, "
-               f"{os.cpu_count()} cores; the callback's hook runs after every step and reads Keras's logs at "
-               "most every 0.5 s (the helper's rate); the executor relays the newest report every second",
+               f"{os.cpu_count()} cores; the callback reads the optimizer's step count every 0.5 s and Keras's "
+               "logs at each epoch's end; the executor relays the newest report every second",
                "distinct `training.updated` values the AM's status page showed while each reporting run went "
                f"(read every second): {updates}"],
         aims=[f"with / without >= {AIM_RATIO}"],
