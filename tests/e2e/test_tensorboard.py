@@ -19,7 +19,9 @@ pytest.importorskip("tensorflow")
 def test_tensorboard_from_the_tracking_url(local_cluster, rm, tmp_path):
     out = "/tmp/e2e/tensorboard"
     cmd = [str(Path(sys.executable).parent / "ytf-submit"), "-r", "worker:1", "-t", "-o", f"hdfs://{out}",
-           "-n", "tensorboard-e2e", "python3 -m tony_airflow.examples.digits_keras --epochs 30 --sleep-per-epoch 1"]
+           "-n", "tensorboard-e2e", "python3 -m tony_airflow.examples.digits_keras --epochs 60 --sleep-per-epoch 1"]
+    # 60 epochs: the job must outlive the test's look at each page (the test kills it); on a loaded machine
+    # 30 had ended before the TensorBoard part (an epoch took ~10 s)
     submit = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     browser = None
     try:
