@@ -40,7 +40,21 @@ def training_args() -> argparse.Namespace:
     parser.add_argument("--steps-per-epoch", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--sleep-per-epoch", type=float, default=0.0)
+    parser.add_argument("--no-progress", action="store_true",
+                        help="do not report progress to the job (bench.progress_cost measures what it costs)")
     return parser.parse_args()
+
+
+def progress_module(args: argparse.Namespace):
+    """The job's progress helper `tony_progress`, shipped into every task (docs/progress.md); None with
+    --no-progress, or by hand outside a task (these examples also run in images without the package)."""
+    if args.no_progress:
+        return None
+    try:
+        import tony_progress
+    except ImportError:
+        return None
+    return tony_progress
 
 
 def build_model(keras):

@@ -142,6 +142,7 @@ class ApplicationMaster:
                 renewal.stop()
         stopped_by: dict[str, Any] = {"stopped_by": "SIGTERM"} if status == "KILLED" else {}
         if not self.end_recorded:
+            self.registry.training.flush_event()  # the last numbers before the end
             self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics, **stopped_by)
         await opened
         await asyncio.to_thread(self.history.close)
@@ -713,8 +714,10 @@ class ApplicationMaster:
             return f"http://{run.node_http}/node/containerlogs/{run.container_id}/{user}"
 
         tensorboard = f"http://{self.address}{tensorboard_proxy.PREFIX}" if "tensorboard" in self.job.tasks else None
-        links = Links(log=log_url, tensorboard=tensorboard, events_json="events.jsonl")
-        return render_job(job, links, live=job.running)
+        links = Links(log=log_url, tensorboard=tensorboard, events_json="events.jsonl",
+                      training_json=protocol.TRAINING_JSON.lstrip("/"))  # relative: behind YARN's proxy too
+        store = self.registry.training  # its points, finer than the TRAINING events (one per 10 s)
+        return render_job(job, links, live=job.running, training=store.training, series=store.series)
 
 
 @dataclasses.dataclass

@@ -102,6 +102,9 @@ class JobHistory:
     am_lost: list[str] = field(default_factory=list)  # "AM attempt 1 lost on host 198.18.0.3", one per AM_LOST
     tokens: list[str] = field(default_factory=list)  # until when the job's delegation tokens last, one per TOKENS
     tokens_obtained: int = 0          # new HDFS tokens the AM got from the job's keytab (TOKEN_OBTAINED)
+    training: dict[str, Any] | None = None  # the last TRAINING event's fields: step, percent, eta_s, metrics, ...
+    training_attempt: int = 0         # the attempt whose curves `training_series` holds (a retry starts them anew)
+    training_series: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)  # metric -> [(step, value)]
 
     @classmethod
     def from_events(cls, app_id: str, events: Iterable[dict[str, Any]], spec: dict[str, Any] | None = None,
@@ -177,11 +180,30 @@ class JobHistory:
                 replaced.append(line)
         elif kind == ev.GANG_REQUESTED:
             self._attempt(e).gang.append(f"asked again for its {e.get('containers', '?')} containers")
+        elif kind == ev.TRAINING:
+            self._apply_training(e)
         elif kind == ev.JOB_FINISHED:
             self.finished_at, self.status, self.diagnostics = at, e["status"], e.get("diagnostics", "")
             self.stopped_by = e.get("stopped_by", "")
         elif kind.startswith("TASK_"):
             self._apply_task(kind, at, e)
+
+    def _apply_training(self, e: dict[str, Any]) -> None:
+        """The latest report, and one point per metric at its step (else its epoch, else its order): the
+        curves the job's page plots. They are the latest attempt's: a retried attempt counts its steps
+        again, and one line through both would zigzag."""
+        self.training = {k: v for k, v in e.items() if k not in ("event", "time")}
+        attempt = int(e.get("attempt") or (self.attempts[-1].number if self.attempts else 1))
+        if attempt != self.training_attempt:
+            self.training_attempt, self.training_series = attempt, {}
+        x = e.get("step")
+        if x is None:
+            x = e.get("epoch")
+        if x is None:
+            x = max((len(s) for s in self.training_series.values()), default=0)
+        metrics = e.get("metrics")
+        for name, value in (metrics.items() if isinstance(metrics, dict) else ()):
+            self.training_series.setdefault(str(name), []).append((x, value))
 
     def _attempt(self, e: dict[str, Any]) -> Attempt:
         number = int(e.get("attempt") or 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tony_airflow.core.history.model import JobHistory, when
 from tony_airflow.core.history.render import duration, mib
 from tony_airflow.core.job_usage import usage_line
+from tony_airflow.core.presentation import training_line
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -34,6 +35,9 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
     out += job.tokens
     if job.usage:
         out.append(usage_line(job.usage))
+    if job.training:  # the last TRAINING event; time left only while the job runs (the job page's rule)
+        line = training_line({**job.training, "eta_s": job.training.get("eta_s") if job.running else None})
+        out.append(f"training: {line} (reported by {job.training.get('task') or '?'})")
     for attempt in job.attempts:
         if attempt.ok is None:
             verdict = "running" if job.running else "killed" if job.status == "KILLED" else "did not end"
