@@ -36,6 +36,7 @@ from tony_airflow.providers.yarn.links.yarn import (
     TRACKING_URL_KEY,
     TensorBoardLink,
     YarnApplicationLink,
+    record_try,
 )
 from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
 from tony_airflow.yarn.discovery import require_conf_dir
@@ -373,6 +374,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         ti.xcom_push(key=TENSORBOARD_URL_KEY, value=board)
         YarnApplicationLink.persist(context, tracking)
         TensorBoardLink.persist(context, board)
+        record_try(context, app_id, tracking, board)  # a past try's links keep leading to its own application
         self.log.info("Tracking URL: %s", tracking)
         if board:
             self.log.info("TensorBoard: %s", board)
