@@ -28,7 +28,13 @@ from tony_airflow.core.spec import JobSpec, build_job_spec, load_job_file
 from tony_airflow.errors import UsageError
 from tony_airflow.providers.yarn.connection import http_auth
 from tony_airflow.providers.yarn.hooks.yarn import YarnHook
-from tony_airflow.providers.yarn.lineage import dataset_name, operator_lineage, parent_run_env, read_metrics
+from tony_airflow.providers.yarn.lineage import (
+    dataset_name,
+    operator_lineage,
+    parent_run_env,
+    read_metrics,
+    task_transport_env,
+)
 from tony_airflow.providers.yarn.links.yarn import (
     APPLICATION_ID_KEY,
     FINAL_STATUS_KEY,
@@ -107,6 +113,11 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         (also while deferred), each line prefixed with the task id
     :param log_tail_lines: at most this many new lines per poll (older ones are skipped, said so), and the
         failing task's last lines shown when the job fails
+    :param openlineage_inject_parent_job_info: with Airflow's OpenLineage provider configured, give every
+        container this task's OpenLineage run as its parent (``OPENLINEAGE_PARENT_ID``,
+        ``OPENLINEAGE_ROOT_PARENT_ID``, ``OPENLINEAGE_CONTEXT``; default on, unless ``env`` names one)
+    :param openlineage_inject_transport_info: also give them the provider's transport
+        (``OPENLINEAGE__TRANSPORT__*``: HTTP, or composite of HTTP; default off: it may hold an API key)
     """
 
     template_fields: Sequence[str] = (
@@ -152,6 +163,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         poll_interval: float = 5.0,
         stream_logs: bool = True,
         log_tail_lines: int = 100,
+        openlineage_inject_parent_job_info: bool = True,
+        openlineage_inject_transport_info: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -185,6 +198,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.poll_interval = poll_interval
         self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.openlineage_inject_transport_info = openlineage_inject_transport_info
         self.application_id: str | None = None
         self._submitted_tensorboard: bool | None = None  # the job this try submitted asked for TensorBoard
         self._client: TonyClient | None = None
@@ -222,9 +237,12 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             opts[key] = value
         if self.env:
             opts["env"] = {**(opts.get("env") or {}), **dict(self.env)}
-        lineage = parent_run_env(context.get("ti"))  # with the OpenLineage provider: the parent run, for the job
+        user_env = dict(opts.get("env") or {})  # with the OpenLineage provider: the parent run (and transport)
+        lineage = parent_run_env(context.get("ti"), user_env) if self.openlineage_inject_parent_job_info else {}
+        if self.openlineage_inject_transport_info:
+            lineage.update(task_transport_env(user_env))
         if lineage:
-            opts["env"] = {**lineage, **(opts.get("env") or {})}
+            opts["env"] = {**lineage, **user_env}
         given = opts.get("tags") or []
         given = given.split(",") if isinstance(given, str) else list(given)
         opts["tags"] = given + airflow_tags(context)
