@@ -3,6 +3,7 @@ SQLite) on the real local YARN + HDFS, driven through Airflow's REST API as a us
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import time
@@ -110,3 +111,49 @@ def test_marking_the_deferred_training_failed_kills_its_application(airflow_depl
     assert (report.state, report.final_status) == ("KILLED", "KILLED")
     assert af.wait_run(PIPELINE, run_id) == "failed"
     assert af.task_state(PIPELINE, run_id, "evaluate") == "upstream_failed"
+
+
+RETRIED = "tony_retried"
+
+
+def test_a_retried_training_links_each_try_to_its_own_application_and_hands_the_job_its_parent_run(
+        airflow_deployment, rm):
+    """Issue #52 items 5 and 4, one run: try 1's job fails, try 2's succeeds. Each try's extra links (as the
+    UI asks for a try) lead to that try's application; each try's container got the task's OpenLineage run
+    as its parent, the very run the deployment emitted."""
+    af = airflow_deployment
+    af.unpause(RETRIED)
+    run_id = af.trigger(RETRIED)
+    states: list[str] = []
+    assert af.wait_task(RETRIED, run_id, "train", {"success", "failed"}, seen=states) == "success", states
+    assert af.get(af.ti_path(RETRIED, run_id, "train"))["try_number"] == 2, states  # one retry, then success
+
+    by_try = af.xcom(RETRIED, run_id, "train", "links_by_try")
+    first, second = by_try["1"]["application_id"], by_try["2"]["application_id"]
+    assert first != second
+    assert (rm.application(first).final_status, rm.application(second).final_status) == ("FAILED", "SUCCEEDED")
+    assert f"Submitted application {first}" in [str(e.get("event", "")) for e in af.log_events(RETRIED, run_id,
+                                                                                                 "train", 1)]
+    for try_number, app in ((1, first), (2, second)):
+        link = af.links(RETRIED, run_id, "train", try_number=try_number)["YARN application"]
+        assert link.endswith(f"/proxy/{app}/"), (try_number, link)
+    assert af.links(RETRIED, run_id, "train")["YARN application"].endswith(f"/proxy/{second}/")  # the latest
+
+    # the parent run each try's container held, against the runs the deployment emitted
+    emitted = af.openlineage_run_events()
+    task_runs = {e["run"]["runId"] for e in emitted if e.get("job", {}).get("name") == f"{RETRIED}.train"}
+    dag_runs = {e["run"]["runId"] for e in emitted if e.get("job", {}).get("name") == RETRIED}
+    parents = []
+    for try_number in (1, 2):
+        lines = [str(e.get("event", "")) for e in af.log_events(RETRIED, run_id, "train", try_number)]
+        given = [json.loads(line.split(" lineage ", 1)[1]) for line in lines if " lineage {" in line]
+        assert given, lines[-30:]
+        env = given[0]
+        namespace, job, parent_run = env["OPENLINEAGE_PARENT_ID"].split("/")
+        assert job == f"{RETRIED}.train" and parent_run in task_runs, (env, task_runs)
+        root_job, root_run = env["OPENLINEAGE_ROOT_PARENT_ID"].split("/")[1:]
+        assert root_job == RETRIED and root_run in dag_runs, (env, dag_runs)
+        assert json.loads(env["OPENLINEAGE_CONTEXT"])["parent"]["run"]["runId"] == parent_run
+        assert not any(k.startswith("OPENLINEAGE__TRANSPORT") for k in env)  # not asked for
+        parents.append(parent_run)
+    assert parents[0] != parents[1]  # each try is its own OpenLineage run
