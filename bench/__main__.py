@@ -20,6 +20,7 @@ from bench import (
     container_cost,
     guard_cost,
     launch_latency,
+    progress_cost,
     registry_scale,
     torch_elastic,
     torch_overhead,
@@ -83,7 +84,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--runs", type=int, default=5, help="launch latency runs (default 5)")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["launch_latency", "registry_scale", "training_overhead", "airflow_deferrable",
-                                 "container_cost", "guard_cost", "commit_cost", "torch_overhead", "torch_elastic"])
+                                 "container_cost", "guard_cost", "commit_cost", "torch_overhead", "torch_elastic",
+                                 "progress_cost"])
     args = parser.parse_args(argv)
     steps: list[tuple[str, Callable[[], list[Report]]]] = [
         ("launch_latency", lambda: [launch_latency.run(args.runs)]),
@@ -94,7 +96,8 @@ def main(argv: list[str]) -> None:
         ("guard_cost", lambda: [guard_cost.run()]),
         ("commit_cost", lambda: commit_cost.run_all()),
         ("torch_overhead", lambda: [torch_overhead.run()]),
-        ("torch_elastic", lambda: [torch_elastic.run()])]
+        ("torch_elastic", lambda: [torch_elastic.run()]),
+        ("progress_cost", lambda: [progress_cost.run(args.runs)])]
     reports = []
     for name, step in steps:
         if name in args.skip:

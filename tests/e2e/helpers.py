@@ -230,3 +230,61 @@ def job_events(app_id: str) -> list[dict]:
 
     text = webhdfs().cat(f"/tmp/tony-history/{app_id}/events.jsonl").decode()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _training_while_running(rm: ResourceManagerClient, stdout: Path, submit: subprocess.Popen) -> list[dict]:
+    """The AM's status page's `training` (issue #52), read through the tracking URL every half second while
+    the job runs, each with the page's `training_refused`."""
+    import httpx
+
+    from tony_airflow.core.protocol import STATUS_JSON, am_page_url
+
+    seen: list[dict] = []
+    app_id, deadline = None, time.monotonic() + 600
+    while submit.poll() is None and time.monotonic() < deadline:
+        if app_id is None and (found := re.search(r"Submitted application (application_\d+_\d+)", stdout.read_text())):
+            app_id = found.group(1)
+        if app_id is not None:
+            report = rm.application(app_id)
+            if report.state == "RUNNING" and "/proxy/" in report.tracking_url:
+                try:
+                    page = rm.fetch(am_page_url(report.tracking_url, STATUS_JSON), timeout=10)
+                    status = page.json() if page.status_code == 200 else {}
+                except (httpx.HTTPError, ValueError):
+                    status = {}
+                if status.get("training"):
+                    seen.append({**status["training"], "refused": status.get("training_refused")})
+        time.sleep(0.5)
+    return seen
+
+
+def submit_watching_training(rm: ResourceManagerClient, tmp_path: Path, *args: str,
+                             timeout: float = 600) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """The real `ytf-submit` with `args`, and the AM's `training` numbers seen while the job ran."""
+    stdout, stderr = tmp_path / "ytf-submit.stdout", tmp_path / "ytf-submit.stderr"
+    with stdout.open("w") as out, stderr.open("w") as err:
+        submit = subprocess.Popen([str(BIN / "ytf-submit"), *args], stdout=out, stderr=err, text=True)
+        try:
+            seen = _training_while_running(rm, stdout, submit)
+            submit.wait(timeout=timeout)
+        finally:
+            if submit.poll() is None:
+                submit.kill()
+                submit.wait()
+    return subprocess.CompletedProcess(submit.args, submit.returncode, stdout.read_text(), stderr.read_text()), seen
+
+
+def assert_training_shown(proc: subprocess.CompletedProcess, seen: list[dict], task: str, epochs: int,
+                          steps: int) -> None:
+    """Issue #52: while the job ran, the AM's status page had percent, time left and the loss from `task`'s
+    reports, nothing was refused, and ytf-submit's progress line showed them
+    (`... · running · epoch 2/4 · 45% · ~3 s left · loss 0.412`)."""
+    assert seen, "the AM's status page never had the training's numbers"
+    assert {t["task"] for t in seen} == {task} and {t["source"] for t in seen} == {"report"}, seen
+    assert any(t["percent"] is not None and 0 < t["percent"] < 100 and t["eta_s"] is not None
+               and "loss" in t["metrics"] for t in seen), seen
+    assert (seen[-1]["total_epochs"], seen[-1]["total_steps"]) == (epochs, steps), seen[-1]
+    assert all(not any(t["refused"].values()) for t in seen), seen[-1]
+    lines = re.findall(rf"^application_\S+ RUNNING · attempt 1/1 · running · (epoch \d+/{epochs} · \d+% · .*)$",
+                       proc.stderr, re.M)
+    assert lines and all("loss " in line for line in lines), proc.stderr[-3000:]

@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from bench import torch_elastic
-from tests.e2e.helpers import PAYLOADS, aggregated_logs, record, run_dag, watch_with_a_deferred_sensor, ytf_submit
+from tests.e2e.helpers import (
+    PAYLOADS,
+    aggregated_logs,
+    assert_training_shown,
+    record,
+    run_dag,
+    submit_watching_training,
+    watch_with_a_deferred_sensor,
+    ytf_submit,
+)
 from tony_airflow.core.history.reader import load_by_id
 from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.yarn.hdfs import webhdfs
@@ -23,14 +32,17 @@ def _metrics(path: str) -> dict:
     return json.loads(webhdfs().cat(f"{path}/metrics.json"))
 
 
-def test_a_master_and_two_workers_train_the_digits_with_ddp_into_hdfs(local_cluster, rm):
+def test_a_master_and_two_workers_train_the_digits_with_ddp_into_hdfs(local_cluster, rm, tmp_path):
     """One process per container (`python -m …`): torch's env:// names; every rank ends with the same
-    parameters, rank 0 (the master) saved its checkpoint into the job's output in HDFS."""
+    parameters, rank 0 (the master) saved its checkpoint into the job's output in HDFS. Issue #52: the
+    master's reports (`tony_progress.report` in the loop) reach the AM's page and ytf-submit's line."""
     out = "/tmp/e2e/torch-ddp"
-    proc, app_id = ytf_submit("-r", "master:1,worker:2", "--framework", "pytorch", "-m", "2048",
-                              "-o", f"hdfs://{out}", "-n", "torch-ddp",
-                              "python3 -m tony_airflow.examples.digits_torch --epochs 6", timeout=600)
+    proc, seen = submit_watching_training(rm, tmp_path, "-r", "master:1,worker:2", "--framework", "pytorch",
+                                          "-m", "2048", "-o", f"hdfs://{out}", "-n", "torch-ddp",
+                                          "python3 -m tony_airflow.examples.digits_torch --epochs 6 "
+                                          "--sleep-per-epoch 0.5")
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_training_shown(proc, seen, "master:0", epochs=6, steps=6 * 20)
     metrics = _metrics(out)
     assert metrics["test_accuracy"] > 0.9, metrics
     ranks = metrics["ranks"]

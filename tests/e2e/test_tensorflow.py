@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import ytf_submit
+from tests.e2e.helpers import assert_training_shown, submit_watching_training, ytf_submit
 from tony_airflow.yarn.hdfs import webhdfs
 
 pytest.importorskip("tensorflow")
@@ -34,12 +34,15 @@ def _models_in_local_tmp(since: float) -> list[str]:
     return found
 
 
-def test_multi_worker_mirrored_two_workers(local_cluster, rm):
+def test_multi_worker_mirrored_two_workers(local_cluster, rm, tmp_path):
     out = "/tmp/e2e/mwms"
     started = time.time()
-    proc, app_id = ytf_submit("-r", "worker:2", "-o", f"hdfs://{out}", "-n", "mwms", "--follow",
-                              "python3 -m tony_airflow.examples.digits_keras --epochs 4", timeout=600)
+    # issue #52: the job's progress while it runs (digits_keras reports with tony_progress.KerasCallback)
+    proc, seen = submit_watching_training(rm, tmp_path, "-r", "worker:2", "-o", f"hdfs://{out}", "-n", "mwms",
+                                          "--follow", "python3 -m tony_airflow.examples.digits_keras --epochs 4 "
+                                          "--sleep-per-epoch 1.5")
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_training_shown(proc, seen, "worker:0", epochs=4, steps=4 * 20)
     # issue #53 item 6: where the model is, as the job named it, not the container's local mirror
     assert re.search(rf"^\[worker:0\] test accuracy \S+; model written to hdfs://{out}$", proc.stdout, re.M), proc.stdout
     metrics = _metrics(out)

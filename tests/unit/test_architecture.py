@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tony_airflow"
 
 # From the bottom up; a module may import its own layer and the layers below it.
 LAYERS = [
-    ("errors", "files", "retries", "lean"),
+    ("errors", "files", "retries", "lean", "progress"),
     ("yarn.hadoop_conf", "yarn.jvm", "yarn.discovery", "yarn.rest", "yarn.hdfs", "yarn.logs", "yarn"),
     ("local", "core", "examples"),
     ("engines", "providers", "local.containers"),

@@ -16,7 +16,7 @@ import json
 import math
 import secrets
 import time
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -25,9 +25,11 @@ CLUSTER_SPEC = "/v1/cluster-spec"
 HEARTBEAT = "/v1/heartbeat"
 FINISHED = "/v1/finished"
 OUTPUT = "/v1/output"        # an executor ships its command's new output (core/output.py)
+TRAINING = "/v1/training"    # an executor relays its program's newest progress report (core/am/training.py)
+TRAINING_JSON = "/training.json"  # {"training": the AM's training dict or null, "series": {metric: [[step, value]]}}
 APP_TAG = "tony-airflow"  # every application of this project carries it (the triggers' shared poll asks by it)
 STATUS_JSON = "/status.json"
-PROGRESS_JSON = "/progress.json"  # {"progress": Progress, "address": the registry's host:port}
+PROGRESS_JSON = "/progress.json"  # {"progress": Progress, "address": the registry's host:port, "training": …}
 AM_PAGES = "/pages/tony"  # where skein's web UI (the tracking URL) passes requests on to the AM's server
 
 H_TIMESTAMP = "X-Tony-Timestamp"
@@ -220,6 +222,20 @@ class Output:
     container_id: str = ""
 
 
+@dataclass(frozen=True)
+class Training:
+    """The newest progress report of a task's program (tony_airflow/progress.py's rules; None: none since the
+    last message), and what the task's status endpoint refused since then, by kind."""
+
+    type: str
+    index: int
+    attempt: int
+    report: dict[str, Any] | None = None
+    refused: dict[str, Any] | None = None
+    source: str = "report"  # "report" (the program's) or "tensorboard" (its event files' scalars)
+    container_id: str = ""
+
+
 # field annotations (strings under `from __future__ import annotations`) -> the JSON types allowed
 _KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "str": (str,), "bool": (bool,),
                                        "dict[str, Any] | None": (dict, type(None))}
@@ -269,6 +285,7 @@ class Progress:
     waiting: str = ""  # while containers are missing: which, and what YARN says is in the way (core/am/gang.py)
     ending: bool = False  # the attempt's outcome is decided: its other tasks are stopped, then the AM ends or retries
     notice: str = ""  # the attempt's latest word beside the counts: an elastic job's lost and replaced worker
+    training: dict[str, Any] | None = None  # the page's `training` (how far the program is; core/am/training.py)
 
     @classmethod
     def from_dict(cls, data: object) -> Progress | None:
@@ -289,7 +306,17 @@ def progress_page(answer: object) -> tuple[Progress | None, str | None]:
     """The AM's PROGRESS_JSON answer: its progress record and the registry's host:port (None where missing)."""
     if not isinstance(answer, dict):
         return None, None
-    return Progress.from_dict(answer.get("progress")), answer.get("address") or None
+    progress = Progress.from_dict(answer.get("progress"))
+    training = training_of(answer)
+    if progress is not None and training is not None:
+        progress = replace(progress, training=training)
+    return progress, answer.get("address") or None
+
+
+def training_of(answer: object) -> dict[str, Any] | None:
+    """The `training` dict of the AM's PROGRESS_JSON answer (core/am/training.py), None where missing."""
+    training = answer.get("training") if isinstance(answer, dict) else None
+    return training if isinstance(training, dict) else None
 
 
 def is_proxied(tracking_url: str) -> bool:

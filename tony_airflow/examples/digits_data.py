@@ -40,7 +40,19 @@ def training_args() -> argparse.Namespace:
     parser.add_argument("--steps-per-epoch", type=int, default=20)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--sleep-per-epoch", type=float, default=0.0)
+    parser.add_argument("--no-progress", action="store_true",
+                        help="do not report progress to the job (bench.progress_cost measures what it costs)")
     return parser.parse_args()
+
+
+def progress_module():
+    """The job's progress helper: `tony_progress`, shipped into every task (docs/progress.md); by hand,
+    outside a task, the same module from the package (its calls then do nothing)."""
+    try:
+        import tony_progress
+    except ImportError:
+        from tony_airflow import progress as tony_progress
+    return tony_progress
 
 
 def build_model(keras):

@@ -24,7 +24,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
-from tony_airflow.examples.digits_data import build_model, load, training_args, write_metrics  # noqa: E402
+from tony_airflow.examples.digits_data import (  # noqa: E402
+    build_model,
+    load,
+    progress_module,
+    training_args,
+    write_metrics,
+)
 
 
 def is_chief() -> bool:
@@ -118,6 +124,7 @@ def main() -> None:
         keras.callbacks.BackupAndRestore(backup_dir=backup),
         keras.callbacks.TensorBoard(log_dir=os.path.join(own, "tensorboard"), update_freq="epoch"),
         log,
+        *([] if args.no_progress else [progress_module().KerasCallback()]),  # the job's progress (docs/progress.md)
     ])
     model.save(os.path.join(own, "model.keras"))
     if chief:

@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from tony_airflow.examples.digits_data import load, training_args, write_metrics
+from tony_airflow.examples.digits_data import load, progress_module, training_args, write_metrics
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -83,14 +83,18 @@ def main() -> None:
     loss_fn = nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(1000 + rank)
     epoch_seconds = []
+    report = None if args.no_progress else progress_module().report  # the job's progress (docs/progress.md)
     for epoch in range(start_epoch, args.epochs):
         began = time.perf_counter()
-        for _ in range(args.steps_per_epoch):
+        for step in range(args.steps_per_epoch):
             batch = torch.randint(len(x), (args.batch,), generator=generator)  # each rank its own samples
             optimizer.zero_grad()
             loss = loss_fn(ddp(x[batch]), y[batch])
             loss.backward()
             optimizer.step()
+            if report is not None:
+                report(step=epoch * args.steps_per_epoch + step + 1, total_steps=args.epochs * args.steps_per_epoch,
+                       epoch=epoch + 1, total_epochs=args.epochs, metrics={"loss": loss.item()})
         epoch_seconds.append(time.perf_counter() - began)
         if rank == 0:
             save_checkpoint(out, {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch})

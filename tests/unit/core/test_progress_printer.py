@@ -54,3 +54,35 @@ def test_plain_lines_when_not_a_terminal_and_no_end_either():
     printer(_report("FINISHED", "FAILED"), None)
     assert out.getvalue().splitlines() == [f"{APP} RUNNING · attempt 1/1 · running",
                                            f"{APP} RUNNING · attempt 1/1 · finished"]
+
+
+def _training(step: int, loss: float) -> dict:
+    return {"task": "worker:0", "step": step, "total_steps": 100, "epoch": 1, "total_epochs": 2,
+            "percent": float(step), "eta_s": 100.0 - step, "metrics": {"loss": loss}, "updated": 1.0,
+            "source": "report"}
+
+
+def test_the_training_part_joins_the_line_and_a_log_gets_it_at_most_every_few_seconds(monkeypatch):
+    """Issue #52: `... · running · epoch 1/2 · 10% · ~2 min left · loss 0.5`, not a line per report."""
+    from dataclasses import replace
+
+    from tony_airflow.core import presentation
+
+    clock = [100.0]
+    monkeypatch.setattr(presentation.time, "monotonic", lambda: clock[0])
+    log = io.StringIO()
+    printer = ProgressPrinter(APP, stream=log, out=log)
+    running = _report("RUNNING", url="http://rm/proxy/x/")
+    printer(running, _progress())
+    printer(running, replace(_progress(), training=_training(10, 0.5)))  # the first numbers: at once
+    for step in range(11, 20):
+        clock[0] += 0.5
+        printer(running, replace(_progress(), training=_training(step, 0.4)))
+    clock[0] += 1.0  # 5.5 s since the last line
+    printer(running, replace(_progress(), training=_training(25, 0.3)))
+    printer(running, _progress(finished=1))  # a change of the counts: at once, training or not
+    lines = [line for line in log.getvalue().splitlines() if line.startswith(APP)]
+    assert lines == [f"{APP} RUNNING · attempt 1/1 · running",
+                     f"{APP} RUNNING · attempt 1/1 · running · epoch 1/2 · 10% · ~2 min left · loss 0.5",
+                     f"{APP} RUNNING · attempt 1/1 · running · epoch 1/2 · 25% · ~1 min left · loss 0.3",
+                     f"{APP} RUNNING · attempt 1/1 · running"], lines

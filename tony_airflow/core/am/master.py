@@ -142,6 +142,7 @@ class ApplicationMaster:
                 renewal.stop()
         stopped_by: dict[str, Any] = {"stopped_by": "SIGTERM"} if status == "KILLED" else {}
         if not self.end_recorded:
+            self.registry.training.flush_event()  # the last numbers before the end
             self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics, **stopped_by)
         await opened
         await asyncio.to_thread(self.history.close)

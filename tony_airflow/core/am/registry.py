@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tony_airflow.core.am.training import TrainingStore
 from tony_airflow.core.history import events as ev
 from tony_airflow.core.protocol import Progress, TaskStatus
 from tony_airflow.core.spec import JobSpec
@@ -88,6 +89,7 @@ class Registry:
         self.waiting = ""                 # why the gang waits (core/am/gang.py), shown in the progress line
         self.notice = ""                  # an elastic job's latest lost or replaced worker (core/am/elastic.py)
         self.sealed_hdfs_token = ""       # the newest HDFS token from the job's keytab, sealed (token_renewal.py)
+        self.training = TrainingStore(listener)  # how far the training is, from the programs' reports
 
     # ------------------------------------------------------------- attempts
     def new_attempt(self, attempt: int) -> None:
@@ -106,6 +108,7 @@ class Registry:
         self._withdrawn = set()
         self.waiting = ""
         self.notice = ""
+        self.training.new_attempt(attempt)
         self._notify()
 
     def release(self, keys: list[tuple[str, int]], yarn_container_ids: set[str]) -> None:
@@ -324,6 +327,19 @@ class Registry:
         self._finished_event(task)
         self._notify()
 
+    def training_report(self, type_: str, index: int, attempt: int, report: dict[str, Any] | None,
+                        refused: dict[str, Any] | None, source: str = "report", container_id: str = "") -> str | None:
+        """A task's relayed progress report and its endpoint's refusals: None, or why it was not taken."""
+        self.training.count_refused(refused)
+        task = self._task(type_, index, attempt)
+        if isinstance(task, str):
+            return task
+        if self.is_released(container_id):
+            return f"container {container_id} was given back to YARN"
+        if report is None:
+            return None
+        return self.training.receive(task.id, attempt, report, source)
+
     # ------------------------------------------------------------ from YARN
     def container_allocated(self, key: tuple[str, int], yarn_container_id: str, node_http: str = "") -> None:
         task = self.tasks[key]
@@ -382,9 +398,11 @@ class Registry:
 
     def progress(self) -> Progress:
         """How far the AM got, for clients (`/progress.json`)."""
+        n = self.counts()
         return Progress(attempt=self.attempt, max_attempts=self.allowed_attempts,
                         spec_published=self.spec_published, waiting=self.waiting, notice=self.notice,
-                        ending=self._attempt_over.is_set(), **self.counts())
+                        ending=self._attempt_over.is_set(), total=n["total"], allocated=n["allocated"],
+                        registered=n["registered"], running=n["running"], finished=n["finished"])
 
     def status(self) -> dict[str, Any]:
         return {
@@ -396,6 +414,8 @@ class Registry:
             "spec_published": self.spec_published,
             "tasks": [asdict(t) for t in self.tasks.values()],
             "previous_attempts": self.history,
+            "training": self.training.training,
+            "training_refused": dict(self.training.refused),
         }
 
 

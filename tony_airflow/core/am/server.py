@@ -221,6 +221,17 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
             return web.json_response({"error": reason}, status=409)
         return web.json_response({"ok": True})
 
+    async def training_in(request: web.Request) -> web.Response:
+        msg = await message(request, protocol.Training)
+        reason = registry.training_report(msg.type, msg.index, msg.attempt, msg.report, msg.refused, msg.source,
+                                          msg.container_id)
+        if reason is not None:
+            return web.json_response({"error": reason}, status=409)
+        return web.json_response({"ok": True})
+
+    async def training_json(request: web.Request) -> web.Response:
+        return web.json_response(registry.training.page())
+
     async def output_out(request: web.Request) -> web.Response:
         try:
             offset = max(0, int(request.query.get("offset", "0")))
@@ -243,7 +254,8 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
 
     async def progress_json(request: web.Request) -> web.Response:
         return web.json_response({"progress": registry.progress().to_dict(),
-                                  "address": address() if address is not None else None})
+                                  "address": address() if address is not None else None,
+                                  "training": registry.training.training})
 
     async def status_page(request: web.Request) -> web.Response:
         if page is None:
@@ -266,6 +278,8 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     app.router.add_post(protocol.FINISHED, finished)
     app.router.add_post(protocol.OUTPUT, output_in)
     app.router.add_get(OUTPUT_PATH, output_out)
+    app.router.add_post(protocol.TRAINING, training_in)
+    app.router.add_get(protocol.TRAINING_JSON, training_json)
     app.router.add_get(protocol.STATUS_JSON, status_json)
     app.router.add_get(protocol.PROGRESS_JSON, progress_json)
     app.router.add_get("/", status_page)

@@ -10,8 +10,10 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -27,6 +29,8 @@ from tony_airflow.core.executor.output_commit import Mirror, is_hdfs
 from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
 from tony_airflow.core.executor.staging import stage_input
+from tony_airflow.core.executor.status_channel import Relay, StatusEndpoint, program_env, ship_helper
+from tony_airflow.core.executor.tensorboard_scalars import TensorBoardScalars
 from tony_airflow.core.executor.usage import UsageSampler
 from tony_airflow.core.runtimes import TaskIdentity, chief_of, task_env
 from tony_airflow.core.spec import JobSpec
@@ -198,6 +202,42 @@ class Executor:
         if self.stop_requested.is_set():
             reservation.release()
             return AM_LOST_EXIT if self.am_lost.is_set() else 0
+        channel = self._open_status_channel(env) if self.me.type != "tensorboard" else None
+        try:
+            return self._run_command(reservation, mirror, push, command, env, cwd, gpus, channel)
+        finally:
+            self._close_status_channel(channel)
+
+    def _open_status_channel(self, env: dict[str, str]) -> tuple[StatusEndpoint, Relay, Path] | None:
+        """Where the program reports how far it is (core/executor/status_channel.py); a channel that cannot
+        be opened is said once and the task runs without it."""
+        try:
+            endpoint = StatusEndpoint().start()
+            where = Path(tempfile.mkdtemp(prefix="tony-progress-")) if self.local else Path.cwd()
+            helper = ship_helper(where)
+            env.update(program_env(endpoint, helper, env))
+            output = env.get("DTF_OUTPUT_PATH")
+            scalars = TensorBoardScalars(Path(output)) if output and env.get("IS_CHIEF") == "true" else None
+            relay = Relay(endpoint, lambda path, body: self.registry.call(
+                "POST", path, body, retries=1, timeout=MAX_CALL_TIMEOUT_S), self.ident,
+                source=scalars.latest if scalars is not None else None).start()
+            return endpoint, relay, where
+        except Exception as exc:
+            log.warning("the progress channel could not be opened (the task runs without it): %s", exc)
+            return None
+
+    def _close_status_channel(self, channel: tuple[StatusEndpoint, Relay, Path] | None) -> None:
+        if channel is None:
+            return
+        endpoint, relay, where = channel
+        relay.stop()
+        endpoint.stop()
+        if self.local:
+            shutil.rmtree(where, ignore_errors=True)
+
+    def _run_command(self, reservation: PortReservation, mirror: Mirror | None, push: bool, command: str,
+                     env: dict[str, str], cwd: str | None, gpus: list[int],
+                     channel: tuple[StatusEndpoint, Relay, Path] | None) -> int:
         plan = self._container_plan(command, env, cwd, gpus)
         self._plan = plan
         refused = self._refused_by_admin() if plan is not None else None
@@ -233,6 +273,7 @@ class Executor:
         self.usage.stop()
         self.child.kill_group()
         tee.close()  # all of the output reaches the AM before the task reports its end
+        self._close_status_channel(channel)  # and the program's last numbers (closing twice does nothing)
         unpublished = self._finish_output(mirror, push, code, ended_at)
         if unpublished and code == 0 and not self.stop_requested.is_set():
             code = OUTPUT_NOT_PUBLISHED

@@ -45,6 +45,7 @@ WORKER_REPLACED = "WORKER_REPLACED"  # ... and it runs: the others kept theirs (
 TOKEN_OBTAINED = "TOKEN_OBTAINED"  # a new HDFS delegation token from the job's keytab (core/am/token_renewal.py)
 TOKEN_RENEWAL_FAILED = "TOKEN_RENEWAL_FAILED"  # new HDFS tokens from the keytab fail (said once per run of failures)
 TOKENS = "TOKENS"  # the job's HDFS delegation token: YARN renews it only up to its max lifetime (the job's HDFS ends then)
+TRAINING = "TRAINING"  # how far the training is (core/am/training.py): at most every 10 s, and the last
 JOB_FINISHED = "JOB_FINISHED"
 
 

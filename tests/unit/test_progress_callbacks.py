@@ -1,0 +1,93 @@
+"""Issue #52 item 2: the callbacks of tony_progress, driven as Keras, Lightning and HuggingFace drive them
+(duck-typed: none of those libraries is imported)."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from tony_airflow import progress
+
+
+@pytest.fixture
+def reports(monkeypatch):
+    calls: list[dict] = []
+    monkeypatch.setattr(progress, "report", lambda **kw: calls.append(kw) or True)
+    monkeypatch.setattr(progress, "flush", lambda timeout=1.0: True)
+    return calls
+
+
+def test_keras_steps_epochs_and_logs(reports, monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    cb = progress.KerasCallback()
+    cb.set_model(object())
+    cb.set_params({"epochs": 3, "steps": 10, "verbose": 0})
+    cb.on_train_begin()
+    cb.on_epoch_begin(1)  # resumed at epoch 2 (BackupAndRestore): epoch 1's steps count as done
+    cb.on_train_batch_end(0, {"loss": 1.5})  # within the first 0.5 s: Keras times these; nothing read
+    clock[0] += 0.6
+    cb.on_train_batch_end(4, {"loss": 1.0, "accuracy": 0.5})
+    cb.on_train_batch_end(5, {"loss": 0.9})  # within 0.5 s of the last: not read
+    cb.on_epoch_end(1, {"loss": 0.8, "accuracy": 0.6})
+    cb.on_test_batch_end(0, {})  # hooks it does not use do nothing
+    cb.on_train_end()
+    assert reports == [
+        {"step": 15, "total_steps": 30, "epoch": 2, "total_epochs": 3, "metrics": {"loss": 1.0, "accuracy": 0.5}},
+        {"step": 20, "total_steps": 30, "epoch": 2, "total_epochs": 3, "metrics": {"loss": 0.8, "accuracy": 0.6}}]
+    assert cb._implements_train_batch_hooks() and not cb._implements_test_batch_hooks()
+    assert cb._supports_tf_logs is True  # Keras hands its tensors over without a sync per batch
+
+
+def test_keras_without_steps_reports_epochs(reports):
+    cb = progress.KerasCallback()
+    cb.set_params({"epochs": 2, "steps": None})
+    cb.on_train_begin()
+    cb.on_epoch_begin(0)
+    cb.on_epoch_end(0, {"loss": 0.5})
+    assert reports == [{"step": None, "total_steps": None, "epoch": 1, "total_epochs": 2, "metrics": {"loss": 0.5}}]
+
+
+def test_lightning_trainer(reports):
+    cb = progress.TrainerCallback()
+    trainer = SimpleNamespace(global_step=40, max_steps=-1, estimated_stepping_batches=200, current_epoch=1,
+                              max_epochs=5, callback_metrics={"train_loss": 0.3, "note": "text"})
+    cb.on_train_batch_end(trainer, object(), None, None, 3)
+    cb.on_validation_end(trainer, object())  # not used: nothing
+    assert reports == [{"step": 40, "total_steps": 200, "epoch": 2, "total_epochs": 5,
+                        "metrics": {"train_loss": 0.3}}]
+
+
+def test_huggingface_trainer(reports):
+    cb = progress.TrainerCallback()
+    args, state = SimpleNamespace(num_train_epochs=3.0), SimpleNamespace(global_step=10, max_steps=300, epoch=0.1)
+    cb.on_log(args, state, None, logs={"loss": 2.0, "learning_rate": 5e-5, "epoch": 0.1})
+    state.global_step = 11
+    cb.on_step_end(args, state, None)
+    assert reports[-1] == {"step": 11, "total_steps": 300, "epoch": 1, "total_epochs": 3,
+                           "metrics": {"loss": 2.0, "learning_rate": 5e-5, "epoch": 0.1}}
+
+
+def test_the_callbacks_import_no_framework():
+    import subprocess
+
+    code = ("import sys, tony_airflow.progress as p; p.KerasCallback(); p.TrainerCallback(); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'keras', 'tf_keras', 'torch', "
+            "'lightning', 'pytorch_lightning', 'transformers', 'numpy'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("bad", [{"step": -1}, {"epoch": 1.5}, {"total_steps": True}, {"metrics": [1]}, [1], "x"])
+def test_clean_report_refuses_what_cannot_be_a_report(bad):
+    with pytest.raises(progress.BadReport):
+        progress.clean_report(bad)
+
+
+def test_clean_report_keeps_numbers_only_and_at_most_32():
+    metrics = {f"m{i}": i for i in range(40)} | {"s": "1.5x", "n": float("nan"), "": 1.0}
+    clean = progress.clean_report({"step": 3.0, "metrics": metrics})
+    assert clean["step"] == 3 and len(clean["metrics"]) == progress.MAX_METRICS
+    assert "s" not in clean["metrics"] and "n" not in clean["metrics"]

@@ -1,0 +1,332 @@
+"""A training program's progress, reported to its job: `report(step=, total_steps=, epoch=, total_epochs=,
+metrics={...})`, and callbacks for Keras and for Lightning/HuggingFace-style trainers that call it.
+
+Standard library only, on purpose: the executor ships this file into every task as `tony_progress.py` on
+the command's PYTHONPATH (core/executor/status_channel.py), so a program in an image without tony-airflow
+imports it too. Where tony-airflow is installed it is also `tony_airflow.progress`.
+
+It never fails or slows the training: `report` only stores the newest report and wakes a sender thread
+(microseconds); the thread sends at most one report per MIN_INTERVAL_S to the executor's loopback endpoint
+(TONY_STATUS_URL, with TONY_STATUS_TOKEN) and drops the reports made in between (the newest wins, nothing
+queues). A report that cannot be sent is dropped. Outside a tony-airflow task (no TONY_STATUS_URL) every
+call does nothing. The last report is sent at the program's exit (at most EXIT_WAIT_S).
+
+The rules a report must follow (`clean_report`) are also the executor's and the AM's, which check them again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+import threading
+import time
+import urllib.request
+from typing import Any
+
+ENV_URL = "TONY_STATUS_URL"
+ENV_TOKEN = "TONY_STATUS_TOKEN"
+TOKEN_HEADER = "X-Tony-Status-Token"
+MAX_BODY = 64 * 1024          # bytes of one report, as sent
+MAX_METRICS = 32              # metrics in one report (the rest are left out)
+MAX_NAME = 64                 # characters of a metric's name
+MIN_INTERVAL_S = 0.5          # the sender sends at most this often; reports in between are dropped
+SEND_TIMEOUT_S = 2.0          # one send (loopback; a stuck endpoint costs the sender thread, never the program)
+EXIT_WAIT_S = 1.0             # at the program's exit, the last report waits this long at most
+COUNT_FIELDS = ("step", "total_steps", "epoch", "total_epochs")
+REFUSAL_KINDS = ("bad_token", "bad_json", "too_large", "flood", "bad_report")  # what the endpoint and the AM count
+
+
+class BadReport(ValueError):
+    """A report that breaks the rules, with the field named."""
+
+
+def clean_report(data: object) -> dict[str, Any]:
+    """The report as the AM keeps it: `step`, `total_steps`, `epoch`, `total_epochs` (whole numbers >= 0, or
+    None) and `metrics` (name -> finite number; at most MAX_METRICS, names at most MAX_NAME characters; other
+    values are left out). Raises BadReport for what cannot be a report (not an object, a count that is not
+    a whole number >= 0, metrics that are not an object)."""
+    if not isinstance(data, dict):
+        raise BadReport(f"a report is a JSON object, not {type(data).__name__}")
+    clean: dict[str, Any] = {}
+    for name in COUNT_FIELDS:
+        value = data.get(name)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise BadReport(f"{name}: a whole number >= 0 or null, not {value!r}"[:200])
+        clean[name] = value
+    metrics = data.get("metrics") or {}
+    if not isinstance(metrics, dict):
+        raise BadReport("metrics: an object of name -> number")
+    kept: dict[str, float] = {}
+    for key, value in metrics.items():
+        if len(kept) >= MAX_METRICS:
+            break
+        number = _number(value)
+        if isinstance(key, str) and 0 < len(key) <= MAX_NAME and number is not None:
+            kept[key] = number
+    clean["metrics"] = kept
+    return clean
+
+
+def _number(value: object) -> float | None:
+    """A metric's value as a finite float (numpy and tensor scalars too), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+class _Sender:
+    """The one thread that sends; `offer` never blocks."""
+
+    def __init__(self, url: str, token: str):
+        self.url, self.token = url, token
+        self._lock = threading.Lock()
+        self._pending: bytes | None = None
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._last_sent = 0.0
+        self.sent = self.dropped = self.failed = 0
+        self._thread = threading.Thread(target=self._run, name="tony-progress", daemon=True)
+        self._thread.start()
+        atexit.register(self.flush, EXIT_WAIT_S)
+
+    def offer(self, body: bytes) -> None:
+        with self._lock:
+            if self._pending is not None:
+                self.dropped += 1  # the newer report replaces it: nothing queues
+            self._pending = body
+            self._idle.clear()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            pause = self._last_sent + MIN_INTERVAL_S - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            with self._lock:
+                body, self._pending = self._pending, None
+            if body is not None:
+                self._last_sent = time.monotonic()
+                self._send(body)
+            with self._lock:
+                if self._pending is None:
+                    self._idle.set()
+                else:
+                    self._wake.set()
+
+    def _send(self, body: bytes) -> None:
+        request = urllib.request.Request(self.url, data=body, method="POST", headers={
+            "Content-Type": "application/json", TOKEN_HEADER: self.token})
+        try:
+            with urllib.request.urlopen(request, timeout=SEND_TIMEOUT_S) as answer:  # noqa: S310 (loopback)
+                answer.read()
+            self.sent += 1
+        except Exception:  # refused (429 under a flood), gone, slow: the report is dropped
+            self.failed += 1
+
+    def flush(self, timeout: float) -> bool:
+        """Wait (at most `timeout`) until the newest report was sent or tried."""
+        return self._idle.wait(timeout)
+
+
+_sender: _Sender | None = None
+_sender_lock = threading.Lock()
+
+
+def _the_sender() -> _Sender | None:
+    global _sender
+    if _sender is None:
+        url, token = os.environ.get(ENV_URL), os.environ.get(ENV_TOKEN)
+        if not url or not token:
+            return None
+        with _sender_lock:
+            if _sender is None:
+                _sender = _Sender(url, token)
+    return _sender
+
+
+def enabled() -> bool:
+    """Whether reports go anywhere (the program runs as a tony-airflow task)."""
+    return bool(os.environ.get(ENV_URL) and os.environ.get(ENV_TOKEN))
+
+
+def report(step: int | None = None, total_steps: int | None = None, epoch: int | None = None,
+           total_epochs: int | None = None, metrics: dict[str, Any] | None = None) -> bool:
+    """Report how far the training is: `epoch` counts from 1 (the epoch under way, or just finished);
+    `metrics` maps names to numbers (the latest loss, accuracy, ...). Returns whether the report was taken
+    (False outside a task, or when it breaks the rules); never raises."""
+    try:
+        sender = _the_sender()
+        if sender is None:
+            return False
+        clean = clean_report({"step": step, "total_steps": total_steps, "epoch": epoch,
+                              "total_epochs": total_epochs, "metrics": metrics or {}})
+        body = json.dumps(clean, separators=(",", ":")).encode()
+        if len(body) > MAX_BODY:
+            return False
+        sender.offer(body)
+        return True
+    except Exception:
+        return False
+
+
+def flush(timeout: float = EXIT_WAIT_S) -> bool:
+    """Wait (at most `timeout` seconds) until the newest report was sent; True outside a task."""
+    sender = _sender
+    return sender.flush(timeout) if sender is not None else True
+
+
+def _metrics_of(logs: object) -> dict[str, float]:
+    if not isinstance(logs, dict):
+        return {}
+    return {str(k): v for k, v in ((k, _number(v)) for k, v in logs.items()) if v is not None}
+
+
+class KerasCallback:
+    """`model.fit(..., callbacks=[tony_progress.KerasCallback()])`: steps, epochs and Keras's logs
+    (loss, accuracy, ...) after every batch and epoch. Duck-typed: Keras 2 (tf_keras) and Keras 3 call
+    these methods on any object with them; `set_model`/`set_params` take what they are given."""
+
+    _supports_tf_logs = True   # Keras hands over its tensors as they are: converted only when reported
+    _chief_worker_only = False  # every worker reports to its own executor; the AM picks the chief's
+
+    def __init__(self) -> None:
+        self.params: dict[str, Any] = {}
+        self.model: Any = None
+        self._epoch = 0
+        self._steps_done = 0  # steps of the epochs finished in this fit
+        self._initial_epoch = 0
+        self._metrics: dict[str, float] = {}
+        self._next_batch_report = 0.0  # a batch's logs are read (a device sync) at most every MIN_INTERVAL_S
+
+    # Keras's Callback interface ----------------------------------------------------------------
+    def set_params(self, params: dict[str, Any]) -> None:
+        self.params = dict(params or {})
+
+    def set_model(self, model: Any) -> None:
+        self.model = model
+
+    def _steps_per_epoch(self) -> int | None:
+        steps = self.params.get("steps")
+        return int(steps) if isinstance(steps, int) and steps > 0 else None
+
+    def _total_steps(self) -> int | None:
+        steps, epochs = self._steps_per_epoch(), self.params.get("epochs")
+        return steps * int(epochs) if steps and isinstance(epochs, int) else None
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._steps_done = 0
+        _the_sender()  # its thread starts now, not in the first batch (Keras times the first batches' hooks)
+        self._next_batch_report = time.monotonic() + MIN_INTERVAL_S
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self._epoch = int(epoch)
+        steps = self._steps_per_epoch()
+        self._steps_done = self._epoch * steps if steps else self._steps_done  # resumed epochs count as done
+
+    def _implements_train_batch_hooks(self) -> bool:
+        return True
+
+    def _implements_test_batch_hooks(self) -> bool:
+        return False
+
+    def _implements_predict_batch_hooks(self) -> bool:
+        return False
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        now = time.monotonic()
+        if now < self._next_batch_report:
+            return
+        self._next_batch_report = now + MIN_INTERVAL_S
+        self._metrics = _metrics_of(logs) or self._metrics
+        self._report(self._steps_done + int(batch) + 1)
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        self._metrics = _metrics_of(logs) or self._metrics
+        steps = self._steps_per_epoch()
+        self._steps_done = (int(epoch) + 1) * steps if steps else self._steps_done
+        self._report(self._steps_done if steps else None)
+
+    def on_train_end(self, logs: Any = None) -> None:
+        flush()
+
+    def _report(self, step: int | None) -> None:
+        epochs = self.params.get("epochs")
+        report(step=step, total_steps=self._total_steps(), epoch=self._epoch + 1,
+               total_epochs=int(epochs) if isinstance(epochs, int) else None, metrics=self._metrics)
+
+    def __getattr__(self, name: str) -> Any:
+        """Every other hook Keras calls (on_predict_begin, on_test_batch_end, ...) does nothing."""
+        if name.startswith("on_"):
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)
+
+
+class TrainerCallback:
+    """For PyTorch Lightning (`Trainer(callbacks=[tony_progress.TrainerCallback()])`) and HuggingFace
+    (`Trainer(callbacks=[...])`): duck-typed, neither library is imported. A plain loop calls `step(...)`.
+
+    Lightning calls `on_train_batch_end(trainer, module, outputs, batch, batch_idx)` and reads
+    `trainer.global_step`, `trainer.max_steps`, `trainer.current_epoch`, `trainer.max_epochs`,
+    `trainer.estimated_stepping_batches`, `trainer.callback_metrics`; HuggingFace calls
+    `on_log(args, state, control, logs=...)` and `on_step_end(args, state, control)` with
+    `state.global_step`, `state.max_steps`, `state.epoch`, `args.num_train_epochs`."""
+
+    def __init__(self) -> None:
+        self._metrics: dict[str, float] = {}
+
+    # HuggingFace (transformers.TrainerCallback's hooks) ---------------------------------------
+    def on_log(self, args: Any = None, state: Any = None, control: Any = None, logs: Any = None, **kw: Any) -> None:
+        self._metrics.update(_metrics_of(logs))
+        self._hf(args, state)
+
+    def on_step_end(self, args: Any = None, state: Any = None, control: Any = None, **kw: Any) -> None:
+        self._hf(args, state)
+
+    def _hf(self, args: Any, state: Any) -> None:
+        epoch = getattr(state, "epoch", None)
+        total_epochs = getattr(args, "num_train_epochs", None)
+        self.step(getattr(state, "global_step", None), getattr(state, "max_steps", None) or None,
+                  math.floor(epoch) + 1 if isinstance(epoch, int | float) else None,
+                  math.ceil(total_epochs) if isinstance(total_epochs, int | float) else None)
+
+    # Lightning ---------------------------------------------------------------------------------
+    def on_train_batch_end(self, trainer: Any = None, pl_module: Any = None, *args: Any, **kw: Any) -> None:
+        self._metrics.update(_metrics_of(dict(getattr(trainer, "callback_metrics", None) or {})))
+        total = getattr(trainer, "max_steps", None)
+        if not isinstance(total, int) or total <= 0:
+            total = getattr(trainer, "estimated_stepping_batches", None)
+        epochs = getattr(trainer, "max_epochs", None)
+        epoch = getattr(trainer, "current_epoch", None)
+        self.step(getattr(trainer, "global_step", None),
+                  int(total) if isinstance(total, int | float) and math.isfinite(total) and total > 0 else None,
+                  int(epoch) + 1 if isinstance(epoch, int) else None,
+                  int(epochs) if isinstance(epochs, int) and epochs > 0 else None)
+
+    def on_train_epoch_end(self, trainer: Any = None, pl_module: Any = None, *args: Any, **kw: Any) -> None:
+        self.on_train_batch_end(trainer, pl_module)
+
+    def on_train_end(self, *args: Any, **kw: Any) -> None:
+        flush()
+
+    # A plain loop ------------------------------------------------------------------------------
+    def step(self, step: int | None, total_steps: int | None = None, epoch: int | None = None,
+             total_epochs: int | None = None, **metrics: Any) -> None:
+        self._metrics.update(_metrics_of(metrics))
+        report(step=step, total_steps=total_steps, epoch=epoch, total_epochs=total_epochs, metrics=self._metrics)
+
+    def __getattr__(self, name: str) -> Any:
+        """Every other hook a trainer calls does nothing."""
+        if name.startswith("on_"):
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)
