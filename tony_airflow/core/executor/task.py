@@ -182,7 +182,7 @@ class Executor:
                 return AM_LOST_EXIT
             log.info("the AM ended this attempt before the cluster spec was complete")
             return 0
-        env = program_env(os.environ, self.job.env)
+        env = with_job_env(os.environ, self.job.env)
         env.update(task_env(self.job, spec["hosts"], self.me))
         env.update(self._shipped_files_env())
         if not self.local:
@@ -551,7 +551,7 @@ class Executor:
         threading.Thread(target=self.child.stop, args=(3.0,), daemon=True).start()
 
 
-def program_env(environ: Mapping[str, str], job_env: Mapping[str, str]) -> dict[str, str]:
+def with_job_env(environ: Mapping[str, str], job_env: Mapping[str, str]) -> dict[str, str]:
     """The container's environment with the job's own `env` values as the job file has them. YARN writes
     each variable into the container's launch script as `export K="value"` without escaping, and expands
     `{{...}}` in it: a value holding `"` or `}}` (OpenLineage's JSON `OPENLINEAGE_CONTEXT`, issue #52) arrives
