@@ -9,6 +9,7 @@ name the absolute path.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import posixpath
@@ -125,9 +126,48 @@ def task_transport_env(given: Mapping[str, str] | None = None) -> dict[str, str]
         return {}
 
 
+TRAINING_FACET = "tonyTraining"  # the run facet with the training's final numbers
+TRAINING_FACET_SCHEMA = "tony-airflow://facets/TonyTrainingRunFacet.json"
+
+
+@functools.cache
+def training_facet_class() -> type:
+    """A custom OpenLineage run facet (built on first use: the OpenLineage client is optional)."""
+    import attr
+    from openlineage.client.facet_v2 import RunFacet
+
+    @attr.define
+    class TonyTrainingRunFacet(RunFacet):
+        """How far the training of the YARN application got, and its final metrics."""
+
+        applicationId: str  # noqa: N815 (OpenLineage's facets name fields in camelCase)
+        metrics: dict[str, Any] = attr.field(factory=dict)
+        step: int | None = None
+        totalSteps: int | None = None  # noqa: N815
+        epoch: int | None = None
+        totalEpochs: int | None = None  # noqa: N815
+        percent: float | None = None
+        source: str | None = None
+
+        @staticmethod
+        def _get_schema() -> str:
+            return TRAINING_FACET_SCHEMA
+
+    return TonyTrainingRunFacet
+
+
+def training_facet(final: Mapping[str, Any]) -> Any:
+    """The facet of the operator's final training numbers (XCom `training`)."""
+    return training_facet_class()(
+        applicationId=str(final.get("application_id") or ""), metrics=dict(final.get("metrics") or {}),
+        step=final.get("step"), totalSteps=final.get("total_steps"), epoch=final.get("epoch"),
+        totalEpochs=final.get("total_epochs"), percent=final.get("percent"), source=final.get("source"))
+
+
 def operator_lineage(inputs: list[tuple[str, str]], outputs: list[tuple[str, str]],
-                     application_id: str | None) -> Any:
-    """OperatorLineage with the datasets and the YARN application as an external query run facet."""
+                     application_id: str | None, training: Mapping[str, Any] | None = None) -> Any:
+    """OperatorLineage with the datasets, the YARN application as an external query run facet and, when the
+    program reported, its final numbers as the `tonyTraining` run facet."""
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.event_v2 import Dataset
     from openlineage.client.facet_v2 import external_query_run
@@ -136,6 +176,8 @@ def operator_lineage(inputs: list[tuple[str, str]], outputs: list[tuple[str, str
     if application_id:
         run_facets["externalQuery"] = external_query_run.ExternalQueryRunFacet(
             externalQueryId=application_id, source="yarn")
+    if training:
+        run_facets[TRAINING_FACET] = training_facet(training)
     return OperatorLineage(inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],
                            outputs=[Dataset(namespace=ns, name=name) for ns, name in outputs],
                            run_facets=run_facets)
