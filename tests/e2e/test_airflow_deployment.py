@@ -118,9 +118,10 @@ RETRIED = "tony_retried"
 
 def test_a_retried_training_links_each_try_to_its_own_application_and_hands_the_job_its_parent_run(
         airflow_deployment, rm):
-    """Issue #52 items 5 and 4, one run: try 1's job fails, try 2's succeeds. Each try's extra links (as the
-    UI asks for a try) lead to that try's application; each try's container got the task's OpenLineage run
-    as its parent, the very run the deployment emitted."""
+    """Issue #52 items 5, 4 and 3, one run: try 1's job fails, try 2's succeeds. Each try's extra links (as
+    the UI asks for a try) lead to that try's application; each try's container got the task's OpenLineage
+    run as its parent, the very run the deployment emitted; try 2's training reported its progress, which
+    the deferred task's log, its XCom and its OpenLineage run show."""
     af = airflow_deployment
     af.unpause(RETRIED)
     run_id = af.trigger(RETRIED)
@@ -157,3 +158,18 @@ def test_a_retried_training_links_each_try_to_its_own_application_and_hands_the_
         assert not any(k.startswith("OPENLINEAGE__TRANSPORT") for k in env)  # not asked for
         parents.append(parent_run)
     assert parents[0] != parents[1]  # each try is its own OpenLineage run
+
+    # item 3: while deferred, the task log said how far the training was (the trigger's lines); at the end
+    # the XCom, the log and the OpenLineage run carried the final numbers with the application id
+    events = af.log_events(RETRIED, run_id, "train", 2)
+    trigger_lines = [str(e.get("event", "")) for e in events if "YarnApplicationTrigger" in str(e.get("logger", ""))]
+    progress = [line for line in trigger_lines if line.startswith(f"{second} RUNNING") and "% · " in line]
+    assert any(re.search(r"step \d+/10 · \d+% · .*loss [\d.]+", line) for line in progress), trigger_lines[-30:]
+    final = af.xcom(RETRIED, run_id, "train", "training")
+    assert final["application_id"] == second and final["step"] == 10 and final["percent"] == 100.0, final
+    assert final["metrics"] == {"loss": 0.1}, final
+    assert f"{second} training: step 10/10 · 100% · loss 0.1" in [str(e.get("event", "")) for e in events]
+    completed = [e for e in af.openlineage_run_events() if e.get("job", {}).get("name") == f"{RETRIED}.train"
+                 and e.get("eventType") == "COMPLETE"]
+    facets = [e["run"]["facets"]["tonyTraining"] for e in completed if "tonyTraining" in e["run"].get("facets", {})]
+    assert facets and facets[-1]["applicationId"] == second and facets[-1]["metrics"] == {"loss": 0.1}, completed
