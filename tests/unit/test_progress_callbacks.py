@@ -19,26 +19,29 @@ def reports(monkeypatch):
     return calls
 
 
-def test_keras_steps_epochs_and_logs(reports, monkeypatch):
-    clock = [0.0]
-    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+def test_keras_steps_from_the_optimizer_between_epochs_and_logs_at_their_end(reports, monkeypatch):
+    monkeypatch.setattr(progress, "_the_sender", lambda: object())  # as in a task
+    monkeypatch.setattr(progress, "MIN_INTERVAL_S", 0.01)
+    iterations = SimpleNamespace(value=15)
+    iterations.numpy = lambda: iterations.value
     cb = progress.KerasCallback()
-    cb.set_model(object())
+    cb.set_model(SimpleNamespace(optimizer=SimpleNamespace(iterations=iterations)))
     cb.set_params({"epochs": 3, "steps": 10, "verbose": 0})
+    assert not cb._implements_train_batch_hooks()  # Keras would call every callback's batch hooks
     cb.on_train_begin()
-    cb.on_epoch_begin(1)  # resumed at epoch 2 (BackupAndRestore): epoch 1's steps count as done
-    cb.on_train_batch_end(0, {"loss": 1.5})  # within the first 0.5 s: Keras times these; nothing read
-    clock[0] += 0.6
-    cb.on_train_batch_end(4, {"loss": 1.0, "accuracy": 0.5})
-    cb.on_train_batch_end(5, {"loss": 0.9})  # within 0.5 s of the last: not read
+    cb.on_epoch_begin(1)  # resumed at epoch 2 (BackupAndRestore): the optimizer restored 10 steps
+    deadline = progress.time.monotonic() + 10
+    while not reports and progress.time.monotonic() < deadline:
+        progress.time.sleep(0.01)
     cb.on_epoch_end(1, {"loss": 0.8, "accuracy": 0.6})
     cb.on_test_batch_end(0, {})  # hooks it does not use do nothing
     cb.on_train_end()
-    assert reports == [
-        {"step": 15, "total_steps": 30, "epoch": 2, "total_epochs": 3, "metrics": {"loss": 1.0, "accuracy": 0.5}},
-        {"step": 20, "total_steps": 30, "epoch": 2, "total_epochs": 3, "metrics": {"loss": 0.8, "accuracy": 0.6}}]
-    assert cb._implements_train_batch_hooks() and not cb._implements_test_batch_hooks()
-    assert cb._supports_tf_logs is True  # Keras hands its tensors over without a sync per batch
+    assert reports[0] == {"step": 15, "total_steps": 30, "epoch": 2, "total_epochs": 3, "metrics": {}}
+    assert reports[-1] == {"step": 20, "total_steps": 30, "epoch": 2, "total_epochs": 3,
+                           "metrics": {"loss": 0.8, "accuracy": 0.6}}
+    count = len(reports)
+    progress.time.sleep(0.05)
+    assert len(reports) == count  # the thread ended with the training
 
 
 def test_keras_without_steps_reports_epochs(reports):

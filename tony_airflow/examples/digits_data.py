@@ -45,13 +45,15 @@ def training_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def progress_module():
-    """The job's progress helper: `tony_progress`, shipped into every task (docs/progress.md); by hand,
-    outside a task, the same module from the package (its calls then do nothing)."""
+def progress_module(args: argparse.Namespace):
+    """The job's progress helper `tony_progress`, shipped into every task (docs/progress.md); None with
+    --no-progress, or by hand outside a task (these examples also run in images without the package)."""
+    if args.no_progress:
+        return None
     try:
         import tony_progress
     except ImportError:
-        from tony_airflow import progress as tony_progress
+        return None
     return tony_progress
 
 

@@ -124,7 +124,7 @@ def main() -> None:
         keras.callbacks.BackupAndRestore(backup_dir=backup),
         keras.callbacks.TensorBoard(log_dir=os.path.join(own, "tensorboard"), update_freq="epoch"),
         log,
-        *([] if args.no_progress else [progress_module().KerasCallback()]),  # the job's progress (docs/progress.md)
+        *([progress.KerasCallback()] if (progress := progress_module(args)) else []),  # docs/progress.md
     ])
     model.save(os.path.join(own, "model.keras"))
     if chief:

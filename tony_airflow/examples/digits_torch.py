@@ -83,7 +83,8 @@ def main() -> None:
     loss_fn = nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(1000 + rank)
     epoch_seconds = []
-    report = None if args.no_progress else progress_module().report  # the job's progress (docs/progress.md)
+    progress = progress_module(args)
+    report = progress.report if progress else None  # the job's progress (docs/progress.md)
     for epoch in range(start_epoch, args.epochs):
         began = time.perf_counter()
         for step in range(args.steps_per_epoch):

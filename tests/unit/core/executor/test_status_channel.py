@@ -165,3 +165,14 @@ def test_the_helper_imports_only_the_standard_library():
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+def test_the_helper_parses_as_python_3_8():
+    """Images bring their own Python: the shipped file uses nothing newer than 3.8's syntax (annotations are
+    strings under `from __future__ import annotations`; no `X | Y` outside them)."""
+    import ast
+
+    source = Path(progress.__file__).read_text()
+    ast.parse(source, feature_version=(3, 8))
+    calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "isinstance"]
+    assert not [c for c in calls if isinstance(c.args[1], ast.BinOp)], "isinstance(x, A | B) needs Python 3.10"
