@@ -62,6 +62,10 @@ def test_the_example_pipeline_defers_streams_its_training_and_feeds_the_model_as
     usage = af.xcom(PIPELINE, run_id, "train", "usage")
     assert usage["application_id"] == app_id and usage["memory_mb_seconds"] > 0
     assert af.xcom(PIPELINE, run_id, "train", "final_status") == "SUCCEEDED"
+    # issue #52 item 3: digits_keras reports (the documented one line): the final numbers, with the application
+    training = af.xcom(PIPELINE, run_id, "train", "training")
+    assert training["application_id"] == app_id and "loss" in training["metrics"], training
+    assert any(str(e.get("event", "")).startswith(f"{app_id} training: ") for e in events)
     assert any(str(e.get("event", "")).startswith(f"{app_id} usage: ") for e in events)
 
     # the model asset's event scheduled the evaluation DAG, which scored the model this run trained
