@@ -3,6 +3,7 @@ separate processes (LocalExecutor, SQLite), driven only through the public REST 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -36,6 +37,7 @@ class AirflowDeployment:
         self.base = f"http://127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen] = {}
         self.dag_files = dag_files
+        self.openlineage_events = home / "openlineage.jsonl"  # where a file transport, when set, writes
         self.env = {
             **os.environ,
             "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
@@ -150,8 +152,17 @@ class AirflowDeployment:
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any:
         return self.get(f"{self.ti_path(dag_id, run_id, task_id)}/xcomEntries/{key}")["value"]
 
-    def links(self, dag_id: str, run_id: str, task_id: str) -> dict[str, str]:
-        return self.get(f"{self.ti_path(dag_id, run_id, task_id)}/links")["extra_links"]
+    def links(self, dag_id: str, run_id: str, task_id: str, try_number: int | None = None) -> dict[str, str]:
+        """The task's extra links, as the UI asks for them (for one try when `try_number` is given)."""
+        params = {} if try_number is None else {"try_number": try_number}
+        return self.get(f"{self.ti_path(dag_id, run_id, task_id)}/links", **params)["extra_links"]
+
+    def openlineage_run_events(self) -> list[dict]:
+        """The OpenLineage events the deployment emitted (the file transport's lines)."""
+        if not self.openlineage_events.exists():
+            return []
+        lines = self.openlineage_events.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip().startswith("{")]
 
     def log_events(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> list[dict]:
         """The task's log as Airflow serves it: one record per line (event, logger, level...)."""

@@ -7,6 +7,7 @@ active on it and no container process may be alive.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -125,9 +126,13 @@ def airflow_deployment(local_cluster: LocalCluster, tmp_path_factory: pytest.Tem
     from tony_airflow.cli.dag_test import local_yarn_connection
 
     examples = Path(__file__).resolve().parents[2] / "dags_examples"
-    deployment = AirflowDeployment(tmp_path_factory.mktemp("airflow-deployment"),
-                                   [examples / "tony_pipeline.py", examples / "tony_model_evaluation.py"],
+    home = tmp_path_factory.mktemp("airflow-deployment")
+    deployment = AirflowDeployment(home, [examples / "tony_pipeline.py", examples / "tony_model_evaluation.py",
+                                          Path(__file__).parent / "airflow_dags" / "tony_retried.py"],
                                    local_yarn_connection(local_cluster))
+    # OpenLineage configured, as a lineage user has it: its events in a file the tests read (issue #52)
+    deployment.env["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps(
+        {"type": "file", "log_file_path": str(deployment.openlineage_events), "append": True})
     cluster_bin = str(local_cluster.state_dir / "bin")
     deployment.env.pop("HADOOP_CONF_DIR", None)
     deployment.env["PATH"] = os.pathsep.join(p for p in deployment.env["PATH"].split(os.pathsep) if p != cluster_bin)

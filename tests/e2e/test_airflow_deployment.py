@@ -3,6 +3,7 @@ SQLite) on the real local YARN + HDFS, driven through Airflow's REST API as a us
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import time
@@ -61,6 +62,10 @@ def test_the_example_pipeline_defers_streams_its_training_and_feeds_the_model_as
     usage = af.xcom(PIPELINE, run_id, "train", "usage")
     assert usage["application_id"] == app_id and usage["memory_mb_seconds"] > 0
     assert af.xcom(PIPELINE, run_id, "train", "final_status") == "SUCCEEDED"
+    # issue #52 item 3: digits_keras reports (the documented one line): the final numbers, with the application
+    training = af.xcom(PIPELINE, run_id, "train", "training")
+    assert training["application_id"] == app_id and "loss" in training["metrics"], training
+    assert any(str(e.get("event", "")).startswith(f"{app_id} training: ") for e in events)
     assert any(str(e.get("event", "")).startswith(f"{app_id} usage: ") for e in events)
 
     # the model asset's event scheduled the evaluation DAG, which scored the model this run trained
@@ -110,3 +115,65 @@ def test_marking_the_deferred_training_failed_kills_its_application(airflow_depl
     assert (report.state, report.final_status) == ("KILLED", "KILLED")
     assert af.wait_run(PIPELINE, run_id) == "failed"
     assert af.task_state(PIPELINE, run_id, "evaluate") == "upstream_failed"
+
+
+RETRIED = "tony_retried"
+
+
+def test_a_retried_training_links_each_try_to_its_own_application_and_hands_the_job_its_parent_run(
+        airflow_deployment, rm):
+    """Issue #52 items 5, 4 and 3, one run: try 1's job fails, try 2's succeeds. Each try's extra links (as
+    the UI asks for a try) lead to that try's application; each try's container got the task's OpenLineage
+    run as its parent, the very run the deployment emitted; try 2's training reported its progress, which
+    the deferred task's log, its XCom and its OpenLineage run show."""
+    af = airflow_deployment
+    af.unpause(RETRIED)
+    run_id = af.trigger(RETRIED)
+    states: list[str] = []
+    assert af.wait_task(RETRIED, run_id, "train", {"success", "failed"}, seen=states) == "success", states
+    assert af.get(af.ti_path(RETRIED, run_id, "train"))["try_number"] == 2, states  # one retry, then success
+
+    by_try = af.xcom(RETRIED, run_id, "train", "links_by_try")
+    first, second = by_try["1"]["application_id"], by_try["2"]["application_id"]
+    assert first != second
+    assert (rm.application(first).final_status, rm.application(second).final_status) == ("FAILED", "SUCCEEDED")
+    assert f"Submitted application {first}" in [str(e.get("event", "")) for e in af.log_events(RETRIED, run_id,
+                                                                                                 "train", 1)]
+    for try_number, app in ((1, first), (2, second)):
+        link = af.links(RETRIED, run_id, "train", try_number=try_number)["YARN application"]
+        assert link.endswith(f"/proxy/{app}/"), (try_number, link)
+    assert af.links(RETRIED, run_id, "train")["YARN application"].endswith(f"/proxy/{second}/")  # the latest
+
+    # the parent run each try's container held, against the runs the deployment emitted
+    emitted = af.openlineage_run_events()
+    task_runs = {e["run"]["runId"] for e in emitted if e.get("job", {}).get("name") == f"{RETRIED}.train"}
+    dag_runs = {e["run"]["runId"] for e in emitted if e.get("job", {}).get("name") == RETRIED}
+    parents = []
+    for try_number in (1, 2):
+        lines = [str(e.get("event", "")) for e in af.log_events(RETRIED, run_id, "train", try_number)]
+        given = [json.loads(line.split(" lineage ", 1)[1]) for line in lines if " lineage {" in line]
+        assert given, lines[-30:]
+        env = given[0]
+        namespace, job, parent_run = env["OPENLINEAGE_PARENT_ID"].split("/")
+        assert job == f"{RETRIED}.train" and parent_run in task_runs, (env, task_runs)
+        root_job, root_run = env["OPENLINEAGE_ROOT_PARENT_ID"].split("/")[1:]
+        assert root_job == RETRIED and root_run in dag_runs, (env, dag_runs)
+        assert json.loads(env["OPENLINEAGE_CONTEXT"])["parent"]["run"]["runId"] == parent_run
+        assert not any(k.startswith("OPENLINEAGE__TRANSPORT") for k in env)  # not asked for
+        parents.append(parent_run)
+    assert parents[0] != parents[1]  # each try is its own OpenLineage run
+
+    # item 3: while deferred, the task log said how far the training was (the trigger's lines); at the end
+    # the XCom, the log and the OpenLineage run carried the final numbers with the application id
+    events = af.log_events(RETRIED, run_id, "train", 2)
+    trigger_lines = [str(e.get("event", "")) for e in events if "YarnApplicationTrigger" in str(e.get("logger", ""))]
+    progress = [line for line in trigger_lines if line.startswith(f"{second} RUNNING") and "% · " in line]
+    assert any(re.search(r"step \d+/10 · \d+% · .*loss [\d.]+", line) for line in progress), trigger_lines[-30:]
+    final = af.xcom(RETRIED, run_id, "train", "training")
+    assert final["application_id"] == second and final["step"] == 10 and final["percent"] == 100.0, final
+    assert final["metrics"] == {"loss": 0.1}, final
+    assert f"{second} training: step 10/10 · 100% · loss 0.1" in [str(e.get("event", "")) for e in events]
+    completed = [e for e in af.openlineage_run_events() if e.get("job", {}).get("name") == f"{RETRIED}.train"
+                 and e.get("eventType") == "COMPLETE"]
+    facets = [e["run"]["facets"]["tonyTraining"] for e in completed if "tonyTraining" in e["run"].get("facets", {})]
+    assert facets and facets[-1]["applicationId"] == second and facets[-1]["metrics"] == {"loss": 0.1}, completed

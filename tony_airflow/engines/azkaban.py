@@ -24,6 +24,7 @@ import javaproperties
 from tony_airflow.core.runner import Outcome, run_to_completion
 from tony_airflow.core.spec import build_job_spec
 from tony_airflow.core.spec_values import parse_env_pairs
+from tony_airflow.core.training_result import output_properties, read_final_training
 from tony_airflow.errors import UsageError
 from tony_airflow.files import write_whole
 
@@ -181,11 +182,23 @@ def identity_tags(props: Mapping[str, str]) -> list[str]:
     return azkaban_tags(props) if props.get("azkaban.flow.execid") and props.get("azkaban.job.id") else []
 
 
-def write_output_props(path: str | None, outcome: Outcome) -> None:
-    """A flat JSON object: what Azkaban's AbstractProcessJob reads into the job's output properties."""
+def write_output_props(path: str | None, outcome: Outcome, training: Mapping[str, Any] | None = None) -> None:
+    """A flat JSON object: what Azkaban's AbstractProcessJob reads into the job's output properties: the
+    outcome's four values and, when the program reported, its final numbers (`training_step`,
+    `training_percent`, `metric_loss`...; core/training_result.py)."""
     if not path:
         return
-    write_whole(path, json.dumps(outcome.outputs()))
+    write_whole(path, json.dumps({**outcome.outputs(), **output_properties(training)}))
+
+
+def final_training_of(app_id: str, history: str | None) -> dict[str, Any] | None:
+    """The job's final training numbers from its history (None when it has none, or it cannot be read)."""
+    from tony_airflow.core.history.store import HistoryStore, history_dir
+
+    try:
+        return read_final_training(app_id, HistoryStore.open(history_dir(history)))
+    except Exception:  # the numbers are a help: the outcome is written without them
+        return None
 
 
 def run(env: Mapping[str, str]) -> int:
@@ -199,6 +212,8 @@ def run(env: Mapping[str, str]) -> int:
         print(f"Submitted application {app_id}", flush=True)  # Azkaban finds application ids in the log
 
     outcome = run_to_completion(job, on_submitted=submitted, log=sys.stdout,
-                                on_outcome=lambda o: write_output_props(env.get("JOB_OUTPUT_PROP_FILE"), o),
+                                on_outcome=lambda o: write_output_props(
+                                    env.get("JOB_OUTPUT_PROP_FILE"), o,
+                                    final_training_of(o.application_id, job.history_dir)),
                                 identity=identity_tags(props))
     return outcome.exit_code

@@ -38,7 +38,7 @@ def test_the_operator_reports_its_datasets_and_the_yarn_application(fake_rm, mon
 
 
 def test_the_parent_run_reaches_the_job_as_environment_variables(fake_rm, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(lineage, "parent_run_env", lambda ti: {lineage.PARENT_ID_ENV: "ns/dag.train/0192-run"})
+    monkeypatch.setattr(lineage, "parent_run_env", lambda ti, given: {lineage.PARENT_ID_ENV: "ns/dag.train/0192-run"})
     monkeypatch.setattr("tony_airflow.providers.yarn.operators.tensorflow.parent_run_env", lineage.parent_run_env)
     op, client = _operator(fake_rm, monkeypatch, env={"MINE": "1"})
     op.execute(task_context())

@@ -401,10 +401,10 @@ def test_operator_templates_its_string_arguments():
 
 # ------------------------------------------------------------------- links
 def test_links_read_the_url_xcoms_and_hide_when_empty(monkeypatch):
-    from airflow.sdk.execution_time import xcom
+    from tony_airflow.providers.yarn.links import yarn as links
 
-    values = {"tracking_url": "http://rm/proxy/app/", "tensorboard_url": ""}
-    monkeypatch.setattr(xcom.XCom, "get_value", classmethod(lambda cls, *, ti_key, key: values.get(key)))
+    values = {"tracking_url": "http://rm/proxy/app/", "tensorboard_url": ""}  # a task from before links_by_try
+    monkeypatch.setattr(links, "read_xcom", lambda ti_key, key: values.get(key))
     assert YarnApplicationLink().get_link(None, ti_key=object()) == "http://rm/proxy/app/"
     assert TensorBoardLink().get_link(None, ti_key=object()) == ""
     assert {YarnApplicationLink().name, TensorBoardLink().name} == {"YARN application", "TensorBoard"}

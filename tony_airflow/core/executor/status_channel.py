@@ -122,6 +122,7 @@ class StatusEndpoint:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = 5.0  # a client that sends half a request holds one thread this long at most
 
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 length_header = self.headers.get("Content-Length")

@@ -192,7 +192,7 @@ class Executor:
                 return AM_LOST_EXIT
             log.info("the AM ended this attempt before the cluster spec was complete")
             return 0
-        env = dict(os.environ)
+        env = with_job_env(os.environ, self.job.env)
         env.update(task_env(self.job, spec["hosts"], self.me))
         env.update(self._shipped_files_env())
         if env.get("PET_RDZV_BACKEND") == protocol.RENDEZVOUS_BACKEND:  # elastic: the AM keeps the rendezvous
@@ -561,6 +561,14 @@ class Executor:
         # Stop from another thread: the main thread is inside Popen.wait(),
         # which returns once the group is gone, and then reports and exits.
         threading.Thread(target=self.child.stop, args=(3.0,), daemon=True).start()
+
+
+def with_job_env(environ: Mapping[str, str], job_env: Mapping[str, str]) -> dict[str, str]:
+    """The container's environment with the job's own `env` values as the job file has them. YARN writes
+    each variable into the container's launch script as `export K="value"` without escaping, and expands
+    `{{...}}` in it: a value holding `"` or `}}` (OpenLineage's JSON `OPENLINEAGE_CONTEXT`, issue #52) arrives
+    changed; the job file (JSON) carries it exactly."""
+    return {**environ, **job_env}
 
 
 def container_tmp_env(environ: Mapping[str, str], workdir: Path) -> dict[str, str]:

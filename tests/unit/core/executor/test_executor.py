@@ -180,3 +180,14 @@ def test_the_executor_uses_the_hdfs_token_its_am_hands_over_and_ignores_one_not_
     hdfs.use_hdfs_token("later")
     executor._take_hdfs_token(sealed)  # the same answer again: nothing to do
     assert hdfs.renewed_hdfs_token() == "later"
+
+
+def test_the_program_gets_the_job_s_env_values_exactly_as_the_job_file_has_them():
+    """Issue #52: YARN's launch script wrote OPENLINEAGE_CONTEXT's JSON without its quotes and cut at `}}`
+    (seen in the real Airflow deployment); the executor restores the job's values from the job file."""
+    from tony_airflow.core.executor.task import with_job_env
+
+    exact = '{"parent":{"run":{"runId":"r1"},"job":{"namespace":"default","name":"d.t"}}}'
+    mangled = "{parent:{run:{runId:r1},job:{namespace:default,name:d.t"
+    env = with_job_env({"OPENLINEAGE_CONTEXT": mangled, "PATH": "/bin"}, {"OPENLINEAGE_CONTEXT": exact})
+    assert env == {"OPENLINEAGE_CONTEXT": exact, "PATH": "/bin"}

@@ -9,6 +9,7 @@ of submitting a second one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -19,16 +20,24 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from tony_airflow.core.client import TonyClient
 from tony_airflow.core.history import reader
+from tony_airflow.core.history.model import JobHistory
 from tony_airflow.core.history.store import HistoryStore, history_dir
 from tony_airflow.core.job_usage import job_usage, peaks_of, usage_line
 from tony_airflow.core.output_follow import FollowState, LiveOutput
-from tony_airflow.core.presentation import failure_line, progress_text, tensorboard_url
+from tony_airflow.core.presentation import failure_line, tensorboard_url, training_line
 from tony_airflow.core.protocol import Progress
 from tony_airflow.core.spec import JobSpec, build_job_spec, load_job_file
+from tony_airflow.core.training_result import final_training, last_training
 from tony_airflow.errors import UsageError
 from tony_airflow.providers.yarn.connection import http_auth
 from tony_airflow.providers.yarn.hooks.yarn import YarnHook
-from tony_airflow.providers.yarn.lineage import dataset_name, operator_lineage, parent_run_env, read_metrics
+from tony_airflow.providers.yarn.lineage import (
+    dataset_name,
+    operator_lineage,
+    parent_run_env,
+    read_metrics,
+    task_transport_env,
+)
 from tony_airflow.providers.yarn.links.yarn import (
     APPLICATION_ID_KEY,
     FINAL_STATUS_KEY,
@@ -36,7 +45,9 @@ from tony_airflow.providers.yarn.links.yarn import (
     TRACKING_URL_KEY,
     TensorBoardLink,
     YarnApplicationLink,
+    record_try,
 )
+from tony_airflow.providers.yarn.training import TRAINING_KEY, ProgressLines
 from tony_airflow.providers.yarn.triggers.yarn import YarnApplicationTrigger
 from tony_airflow.yarn.discovery import require_conf_dir
 from tony_airflow.yarn.hadoop_conf import HadoopConf
@@ -106,6 +117,11 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         (also while deferred), each line prefixed with the task id
     :param log_tail_lines: at most this many new lines per poll (older ones are skipped, said so), and the
         failing task's last lines shown when the job fails
+    :param openlineage_inject_parent_job_info: with Airflow's OpenLineage provider configured, give every
+        container this task's OpenLineage run as its parent (``OPENLINEAGE_PARENT_ID``,
+        ``OPENLINEAGE_ROOT_PARENT_ID``, ``OPENLINEAGE_CONTEXT``; default on, unless ``env`` names one)
+    :param openlineage_inject_transport_info: also give them the provider's transport
+        (``OPENLINEAGE__TRANSPORT__*``: HTTP, or composite of HTTP; default off: it may hold an API key)
     """
 
     template_fields: Sequence[str] = (
@@ -151,6 +167,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         poll_interval: float = 5.0,
         stream_logs: bool = True,
         log_tail_lines: int = 100,
+        openlineage_inject_parent_job_info: bool = True,
+        openlineage_inject_transport_info: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -184,9 +202,13 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.poll_interval = poll_interval
         self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.openlineage_inject_transport_info = openlineage_inject_transport_info
         self.application_id: str | None = None
         self._submitted_tensorboard: bool | None = None  # the job this try submitted asked for TensorBoard
         self._client: TonyClient | None = None
+        self._lines = ProgressLines()  # progress lines for the log; the training's numbers last seen
+        self.final_training: dict[str, Any] | None = None  # XCom `training`, for the OpenLineage facet
 
     @cached_property
     def hook(self) -> YarnHook:
@@ -221,9 +243,12 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             opts[key] = value
         if self.env:
             opts["env"] = {**(opts.get("env") or {}), **dict(self.env)}
-        lineage = parent_run_env(context.get("ti"))  # with the OpenLineage provider: the parent run, for the job
+        user_env = dict(opts.get("env") or {})  # with the OpenLineage provider: the parent run (and transport)
+        lineage = parent_run_env(context.get("ti"), user_env) if self.openlineage_inject_parent_job_info else {}
+        if self.openlineage_inject_transport_info:
+            lineage.update(task_transport_env(user_env))
         if lineage:
-            opts["env"] = {**lineage, **(opts.get("env") or {})}
+            opts["env"] = {**lineage, **user_env}
         given = opts.get("tags") or []
         given = given.split(",") if isinstance(given, str) else list(given)
         opts["tags"] = given + airflow_tags(context)
@@ -299,7 +324,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         report = handle.wait(poll=self.poll_interval, on_change=self._log_change, on_poll=live)
         if live is not None:
             self._finish_output(live, report.id, report.final_status, report.diagnostics)
-        self._conclude(context, report.id, report.final_status, report.diagnostics)
+        self._conclude(context, report.id, report.final_status, report.diagnostics, seen=self._lines.training)
         return app_id
 
     def get_job_result(self, external_id: Any, context: Any) -> str:
@@ -318,7 +343,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             live = self._live_output(FollowState.from_dict(event.get("follow")))
             self._finish_output(live, event["application_id"], event["final_status"], event.get("diagnostics", ""))
         try:
-            self._conclude(context, event["application_id"], event["final_status"], event.get("diagnostics", ""))
+            self._conclude(context, event["application_id"], event["final_status"], event.get("diagnostics", ""),
+                           seen=event.get(TRAINING_KEY))
         finally:
             self._close_client()
         return event["application_id"]
@@ -373,6 +399,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         ti.xcom_push(key=TENSORBOARD_URL_KEY, value=board)
         YarnApplicationLink.persist(context, tracking)
         TensorBoardLink.persist(context, board)
+        record_try(context, app_id, tracking, board)  # a past try's links keep leading to its own application
         self.log.info("Tracking URL: %s", tracking)
         if board:
             self.log.info("TensorBoard: %s", board)
@@ -390,24 +417,29 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             self.log.warning("could not read the rest of the output of %s: %s", app_id, exc)
 
     def _log_change(self, report: ApplicationReport, progress: Progress | None) -> None:
-        self.log.info("%s", progress_text(report.id, report, progress))
+        line = self._lines.line(report.id, report, progress, time.monotonic())
+        if line:
+            self.log.info("%s", line)
 
-    def _push_usage(self, context: Any, app_id: str) -> None:
+    def _history(self, app_id: str) -> JobHistory | None:
+        """The job's history (its events: peaks, the training's final numbers); None when unreadable."""
+        try:
+            where = history_dir(self._conf_fields().get("history_dir"))
+            store = (HistoryStore.open(where) if where.startswith("file://")
+                     else HistoryStore(self.hook.hdfs(), hdfs_path(where)))
+            return reader.load_by_id(store, app_id, with_spec=False)
+        except Exception as exc:  # what comes from it is a help, never the outcome
+            self.log.info("no history for %s: %s", app_id, exc)
+            return None
+
+    def _push_usage(self, context: Any, app_id: str, history: JobHistory | None) -> None:
         """XCom `usage` and one line: YARN's resource-seconds and each task's peak memory (the history)."""
         try:
             report = self.hook.application_report(app_id)
         except Exception as exc:
             self.log.warning("no usage for %s: %s", app_id, exc)
             return
-        peaks: dict[str, int] = {}
-        try:
-            where = history_dir(self._conf_fields().get("history_dir"))
-            store = (HistoryStore.open(where) if where.startswith("file://")
-                     else HistoryStore(self.hook.hdfs(), hdfs_path(where)))
-            history = reader.load_by_id(store, app_id, with_spec=False)
-            peaks = peaks_of(history) if history is not None else {}
-        except Exception as exc:  # the usage without peaks is still worth having
-            self.log.info("no per-task peaks for %s (history: %s)", app_id, exc)
+        peaks = peaks_of(history) if history is not None else {}
         usage = job_usage(report, peaks)
         context["ti"].xcom_push(key=USAGE_KEY, value=usage)
         self.log.info("%s %s", app_id, usage_line(usage))
@@ -420,9 +452,23 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         except Exception as exc:
             self.log.info("the staging directory of %s stays for the next sweep: %s", app_id, exc)
 
-    def _conclude(self, context: Any, app_id: str, final_status: str, diagnostics: str) -> None:
+    def _push_training(self, context: Any, app_id: str, history: JobHistory | None,
+                       seen: dict[str, Any] | None) -> None:
+        """XCom `training`: the final numbers (the history's last TRAINING event, else the last seen) with
+        the application id, and one line of them; nothing when the program never reported."""
+        training = (last_training(history.events) if history is not None else None) or seen
+        self.final_training = final_training(app_id, training)
+        if self.final_training is None:
+            return
+        context["ti"].xcom_push(key=TRAINING_KEY, value=self.final_training)
+        self.log.info("%s training: %s", app_id, training_line(self.final_training))
+
+    def _conclude(self, context: Any, app_id: str, final_status: str, diagnostics: str,
+                  seen: dict[str, Any] | None = None) -> None:
         self._remove_staging(app_id)
-        self._push_usage(context, app_id)
+        history = self._history(app_id)
+        self._push_usage(context, app_id, history)
+        self._push_training(context, app_id, history, seen)
         context["ti"].xcom_push(key=FINAL_STATUS_KEY, value=final_status)
         if final_status != "SUCCEEDED":
             raise AirflowException(failure_line(app_id, final_status, diagnostics))
@@ -437,6 +483,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             return
         extra: dict[str, Any] = {"application_id": app_id, "final_status": final_status,
                                  "output_path": self.output_path or "", "input_path": self.input_path or ""}
+        if self.final_training is not None:
+            extra[TRAINING_KEY] = self.final_training
         if self.output_path:
             try:
                 extra["metrics"] = read_metrics(self.hook.hdfs(), hdfs_path(self.output_path))
@@ -458,5 +506,5 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         default_fs = self._default_fs()
         inputs = [dataset_name(self.input_path, default_fs)] if self.input_path else []
         outputs = [dataset_name(self.output_path, default_fs)] if self.output_path else []
-        return operator_lineage(inputs, outputs, self.application_id)
+        return operator_lineage(inputs, outputs, self.application_id, self.final_training)
 

@@ -8,7 +8,8 @@ interval share one poll per interval through Airflow's own shared streams
 triggers/rm_rounds.py); each trigger keeps its own error budget and `on_kill`.
 While the application runs it logs the AM's progress line on each change, as the
 operator does in a worker (the gang's phase, an elastic job's lost and replaced
-worker: one request to the AM's page per round); with `stream_logs` it writes
+worker, how far the training is: one request to the AM's page per round; the
+training's numbers alone at most every few seconds, providers/yarn/training.py); with `stream_logs` it writes
 the chief's new output lines into the task's log while the task is deferred.
 It carries the resolved ResourceManager addresses (not a connection id), so it
 needs no connection lookup in the triggerer.
@@ -30,9 +31,9 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from tony_airflow.core.am.gang import am_waiting_line
 from tony_airflow.core.output_follow import FOLLOW_TIMEOUT_S, FollowState, OutputFollower
-from tony_airflow.core.presentation import progress_text
 from tony_airflow.core.protocol import APP_TAG, Progress, progress_page, progress_url
 from tony_airflow.providers.yarn.connection import YarnSettings, http_auth
+from tony_airflow.providers.yarn.training import TRAINING_KEY, ProgressLines
 from tony_airflow.providers.yarn.triggers.rm_rounds import Round, rounds
 from tony_airflow.yarn.rest import ApplicationReport, AsyncResourceManagerClient
 
@@ -142,7 +143,7 @@ class YarnApplicationTrigger(BaseEventTrigger):
             yield TriggerEvent({"status": "error", "application_id": self.application_id, "message": str(exc)})
             return
         follower = OutputFollower(FollowState.from_dict(self.follow), self.log_tail_lines) if self.stream_logs else None
-        progress_seen = ""
+        lines = ProgressLines()
         async with httpx.AsyncClient(auth=client.auth, timeout=FOLLOW_TIMEOUT_S, follow_redirects=True) as http:
             async for found in shared_stream:
                 try:
@@ -170,9 +171,8 @@ class YarnApplicationTrigger(BaseEventTrigger):
                                   f" · {waiting}" if waiting else "")
                 if report.state == "RUNNING":
                     progress = await _am_progress(report.tracking_url, http)
-                    text = progress_text(report.id, report, progress) if progress is not None else ""
-                    if text and text != progress_seen:
-                        progress_seen = text
+                    text = lines.line(report.id, report, progress, found.at) if progress is not None else None
+                    if text:  # the gang's phase, and how far the training is (percent, time left, loss)
                         self.log.info("%s", text)
                 if follower is not None and not report.is_terminal:
                     for line in await follower.poll_async(report.tracking_url, http):
@@ -181,6 +181,8 @@ class YarnApplicationTrigger(BaseEventTrigger):
                     payload = event_payload(report)
                     if follower is not None:  # the operator reads the rest from the aggregated logs
                         payload["follow"] = follower.snapshot().to_dict()
+                    if lines.training is not None:  # the numbers last seen (the history has the final ones)
+                        payload[TRAINING_KEY] = lines.training
                     yield TriggerEvent(payload)
                     return
 
