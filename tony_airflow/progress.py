@@ -88,7 +88,7 @@ class _Sender:
     def __init__(self, url: str, token: str):
         self.url, self.token = url, token
         self._lock = threading.Lock()
-        self._pending: bytes | None = None
+        self._pending: dict[str, Any] | None = None  # the newest report, as given: cleaned when it is sent
         self._wake = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
@@ -98,11 +98,11 @@ class _Sender:
         self._thread.start()
         atexit.register(self.flush, EXIT_WAIT_S)
 
-    def offer(self, body: bytes) -> None:
+    def offer(self, data: dict[str, Any]) -> None:
         with self._lock:
             if self._pending is not None:
                 self.dropped += 1  # the newer report replaces it: nothing queues
-            self._pending = body
+            self._pending = data
             self._idle.clear()
         self._wake.set()
 
@@ -114,7 +114,8 @@ class _Sender:
             if pause > 0:
                 time.sleep(pause)
             with self._lock:
-                body, self._pending = self._pending, None
+                data, self._pending = self._pending, None
+            body = _body(data) if data is not None else None
             if body is not None:
                 self._last_sent = time.monotonic()
                 self._send(body)
@@ -160,21 +161,40 @@ def enabled() -> bool:
     return bool(os.environ.get(ENV_URL) and os.environ.get(ENV_TOKEN))
 
 
+def _body(data: dict[str, Any]) -> bytes | None:
+    """The report as sent (the sender's thread does this, 2 a second at most, not the training's)."""
+    try:
+        body = json.dumps(clean_report(data), separators=(",", ":")).encode()
+    except Exception:
+        return None
+    return body if len(body) <= MAX_BODY else None
+
+
+def _count_ok(value: object) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return False
+    return isinstance(value, int) or float(value).is_integer()
+
+
 def report(step: int | None = None, total_steps: int | None = None, epoch: int | None = None,
            total_epochs: int | None = None, metrics: dict[str, Any] | None = None) -> bool:
     """Report how far the training is: `epoch` counts from 1 (the epoch under way, or just finished);
-    `metrics` maps names to numbers (the latest loss, accuracy, ...). Returns whether the report was taken
-    (False outside a task, or when it breaks the rules); never raises."""
+    `metrics` maps names to numbers (the latest loss, accuracy, ...; a framework's scalar tensors too: they
+    are read by the sender's thread, only for the reports it sends). Returns whether the report was taken
+    (False outside a task, or when a count breaks the rules); never raises. Costs the caller a few
+    microseconds: the report is cleaned and encoded by the sender, at most every MIN_INTERVAL_S."""
     try:
         sender = _the_sender()
         if sender is None:
             return False
-        clean = clean_report({"step": step, "total_steps": total_steps, "epoch": epoch,
-                              "total_epochs": total_epochs, "metrics": metrics or {}})
-        body = json.dumps(clean, separators=(",", ":")).encode()
-        if len(body) > MAX_BODY:
+        if not (_count_ok(step) and _count_ok(total_steps) and _count_ok(epoch) and _count_ok(total_epochs)):
             return False
-        sender.offer(body)
+        if metrics is not None and not isinstance(metrics, dict):
+            return False
+        sender.offer({"step": step, "total_steps": total_steps, "epoch": epoch, "total_epochs": total_epochs,
+                      "metrics": dict(metrics) if metrics else {}})  # a copy: the program may change its dict
         return True
     except Exception:
         return False
