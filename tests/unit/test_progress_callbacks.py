@@ -63,6 +63,34 @@ def test_lightning_trainer(reports):
                         "metrics": {"train_loss": 0.3}}]
 
 
+def test_lightning_gets_a_callback_of_its_own_type_and_what_it_asks_of_any(reports, monkeypatch):
+    """A review: Lightning reads `state_key` and calls setup/teardown/state_dict on every callback, and checks
+    their type; `TrainerCallback` raised AttributeError on the first. LightningCallback() is a subclass of the
+    installed Lightning's Callback."""
+    import types
+
+    class Callback:  # Lightning's base, as far as this test needs it
+        @property
+        def state_key(self) -> str:
+            return type(self).__qualname__
+
+    lightning, pytorch = types.ModuleType("lightning"), types.ModuleType("lightning.pytorch")
+    pytorch.Callback = Callback
+    lightning.pytorch = pytorch
+    monkeypatch.setitem(sys.modules, "lightning", lightning)
+    monkeypatch.setitem(sys.modules, "lightning.pytorch", pytorch)
+    cb = progress.LightningCallback()
+    assert isinstance(cb, Callback) and cb.state_key
+    trainer = SimpleNamespace(global_step=5, max_steps=10, current_epoch=0, max_epochs=1, callback_metrics={})
+    cb.on_train_batch_end(trainer, object(), None, None, 4)
+    assert reports[-1]["step"] == 5 and reports[-1]["total_steps"] == 10
+    plain = progress.TrainerCallback()
+    assert plain.state_key == "TrainerCallback" and plain.state_dict() == {}
+    plain.setup(trainer, object(), stage="fit")
+    plain.teardown(trainer, object(), stage="fit")
+    plain.load_state_dict({})
+
+
 def test_huggingface_trainer(reports):
     cb = progress.TrainerCallback()
     args, state = SimpleNamespace(num_train_epochs=3.0), SimpleNamespace(global_step=10, max_steps=300, epoch=0.1)

@@ -17,8 +17,14 @@ import math
 import secrets
 import time
 from dataclasses import MISSING, asdict, dataclass, fields, replace
-from enum import StrEnum
+from enum import Enum
 from typing import Any, TypeVar
+
+try:
+    from enum import StrEnum
+except ImportError:  # Python < 3.11: an elastic job's image imports this module (torchrun's `tony` rendezvous)
+    class StrEnum(str, Enum):  # type: ignore[no-redef]  # noqa: UP042 (the values are what count there)
+        pass
 
 REGISTER = "/v1/register"
 CLUSTER_SPEC = "/v1/cluster-spec"

@@ -228,7 +228,12 @@ class JobSpec:
         self._check_elastic()
 
     def _check_elastic(self) -> None:
-        """Elastic jobs are torchrun's (PyTorch); MAX is the number of workers asked for, MIN how few may run."""
+        """Elastic jobs are torchrun's (PyTorch); MAX is the number of workers asked for, MIN how few may run.
+        Their rendezvous (`TONY_ELASTIC_RENDEZVOUS` in env, core/protocol.py): the AM's or torchrun's c10d."""
+        chosen = self.env.get("TONY_ELASTIC_RENDEZVOUS")
+        if chosen is not None and chosen.strip().lower() not in ("tony", "c10d"):
+            raise UsageError(f"env: TONY_ELASTIC_RENDEZVOUS={chosen} — no such rendezvous; allowed: tony (the AM's, "
+                             "the default) or c10d (torchrun's, in the rank-0 container)")
         if not self.elastic_max:
             return
         shown = f"{self.elastic_min}:{self.elastic_max}"

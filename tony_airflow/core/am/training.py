@@ -13,9 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from tony_airflow.core.history import events as ev
-from tony_airflow.progress import COUNT_FIELDS, REFUSAL_KINDS, BadReport, clean_report
+from tony_airflow.progress import COUNT_FIELDS, MAX_METRICS, REFUSAL_KINDS, BadReport, clean_report
 
 MAX_POINTS = 500         # points kept per metric: older points thinned, the first and the last kept
+# curves kept: a program whose metric names change (`loss_epoch_3`, one per file) added a curve per report,
+# without bound, to the AM's memory and to every page it renders (a review: 2,000 reports, 64,000 curves)
+MAX_SERIES = 2 * MAX_METRICS
 EVENT_EVERY_S = 10.0     # at most one TRAINING history event this often (and the last before JOB_FINISHED)
 SOURCES = ("report", "tensorboard")
 
@@ -120,6 +123,8 @@ class TrainingStore:
     def _add_points(self, clean: dict[str, Any]) -> None:
         x = next((clean[k] for k in ("step", "epoch") if clean.get(k) is not None), self._count)
         for name, value in clean["metrics"].items():
+            if name not in self.series and len(self.series) >= MAX_SERIES:
+                continue  # the latest numbers still show it; no new curve
             points = self.series.setdefault(name, [])
             if points and points[-1][0] == x:
                 points[-1] = [x, value]  # the same step again (an epoch's end after its last batch)

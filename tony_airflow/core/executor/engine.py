@@ -260,6 +260,16 @@ def explain_exit(code: int, stderr_tail: str, plan: ContainerPlan, host: str, ta
     return f"{task}: {plan.engine} could not start the container on {host}: {reason}"
 
 
+def remove(engine: str, name: str, timeout: float = 20.0) -> None:
+    """`ENGINE rm -f NAME`: after a stop, whose SIGKILL at the grace's end takes the guard with the group
+    (core/executor/guard.py removes a never-started container only while it lives). Nothing to remove (the
+    usual case: `--rm` did it) is no error."""
+    try:
+        _run([engine, "rm", "-f", name], timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
 def container_pid(engine: str, name: str) -> int:
     """The first process of a running container, as the host sees it (0: not running, or not to be read):
     the output's mirror walks its processes for files held open for writing, which are not below the

@@ -222,9 +222,12 @@ class Relay:
                 self._warned = True
                 log.warning("a progress report could not reach the AM (dropped; said once): %s", exc)
 
-    def stop(self) -> None:
-        """The last news out (the program's final numbers), then no more."""
+    def stop(self, final: bool = True) -> None:
+        """The last news out (the program's final numbers), then no more. Not `final` (the AM is lost), or the
+        relay still inside a send to an AM that does not answer: no last send, which would hold the task's
+        end up to a call's timeout (a review)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=RELAY_S + 1)
-        self.relay_once()
+        if final and not self._thread.is_alive():
+            self.relay_once()

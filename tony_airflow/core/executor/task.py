@@ -242,7 +242,7 @@ class Executor:
         if channel is None:
             return
         endpoint, relay, where = channel
-        relay.stop()
+        relay.stop(final=not self.am_lost.is_set())
         endpoint.stop()
         if self.local:
             shutil.rmtree(where, ignore_errors=True)
@@ -284,6 +284,8 @@ class Executor:
         ended_at = time.time()
         self.usage.stop()
         self.child.kill_group()
+        if plan is not None and self.stop_requested.is_set():  # a container created but never started
+            engine.remove(plan.engine, plan.name)
         tee.close()  # all of the output reaches the AM before the task reports its end
         self._close_status_channel(channel)  # and the program's last numbers (closing twice does nothing)
         unpublished = self._finish_output(mirror, push, code, ended_at)
@@ -567,8 +569,9 @@ def with_job_env(environ: Mapping[str, str], job_env: Mapping[str, str]) -> dict
     """The container's environment with the job's own `env` values as the job file has them. YARN writes
     each variable into the container's launch script as `export K="value"` without escaping, and expands
     `{{...}}` in it: a value holding `"` or `}}` (OpenLineage's JSON `OPENLINEAGE_CONTEXT`, issue #52) arrives
-    changed; the job file (JSON) carries it exactly."""
-    return {**environ, **job_env}
+    changed; the job file (JSON) carries it exactly. A value that names a variable (`$PATH`, YARN's `{{PWD}}`)
+    keeps what the launch script made of it: `--env 'PATH=/opt/bin:$PATH'` means the expansion."""
+    return {**environ, **{k: v for k, v in job_env.items() if "$" not in v and "{{" not in v}}
 
 
 def container_tmp_env(environ: Mapping[str, str], workdir: Path) -> dict[str, str]:

@@ -72,11 +72,16 @@ class AMClient:
                        "Content-Type": "application/json"}
             conn = http.client.HTTPConnection(host, int(port),
                                               timeout=CALL_TIMEOUT_S + float(payload.get("wait", 0)))
+            sent = False
             try:
+                conn.connect()
+                sent = True
                 conn.request("POST", protocol.RENDEZVOUS, body=body, headers=headers)
                 resp = conn.getresponse()
                 status, text = resp.status, resp.read().decode(errors="replace")
             except (OSError, http.client.HTTPException) as exc:
+                if sent and not repeatable(payload):  # the AM may have applied it: a second one would count twice
+                    raise RendezvousConnectionError(f"the AM at {self.address} did not answer: {exc}") from exc
                 if time.monotonic() + pause > deadline:
                     raise RendezvousConnectionError(f"the AM at {self.address} did not answer: {exc}") from exc
                 time.sleep(pause)
@@ -90,6 +95,13 @@ class AMClient:
             if status >= 400:
                 raise RendezvousConnectionError(f"the AM refused a rendezvous request: HTTP {status}: {text[:300]}")
             return answer
+
+
+def repeatable(payload: dict[str, Any]) -> bool:
+    """Whether a request may be sent again after it may have reached the AM (a read that timed out): not a
+    join (after a round formed, a second join breaks it: every agent restarts once more) nor a counter's add
+    (the exit barrier would count one agent twice and wait out its timeout). A review found both resent."""
+    return not (payload.get("op") == "join" or (payload.get("op") == "kv" and payload.get("kv") == "add"))
 
 
 class RoundStore(Store):

@@ -152,6 +152,8 @@ def test_the_history_says_what_was_lost_and_where_it_was_replaced():
     (["-r", "worker:2", "--framework", "pytorch", "--elastic", "2"],
      "elastic: '2' is malformed; allowed: MIN:MAX workers, such as 2:4"),
     (["-r", "worker:2", "--framework", "pytorch", "--elastic", "a:2"], "elastic (MIN): 'a' is not a whole number"),
+    (["-r", "worker:2", "--framework", "pytorch", "--elastic", "1:2", "--env", "TONY_ELASTIC_RENDEZVOUS=etcd"],
+     "env: TONY_ELASTIC_RENDEZVOUS=etcd — no such rendezvous; allowed: tony (the AM's, the default) or c10d"),
 ])
 def test_a_bad_elastic_range_is_refused_in_one_line_and_nothing_is_submitted(argv, expected, capsys, monkeypatch):
     line = _refuse([*argv, "torchrun t.py"], capsys, monkeypatch)

@@ -74,6 +74,16 @@ def test_series_keep_at_most_500_points_with_the_first_and_last():
     assert [p[0] for p in points] == sorted(p[0] for p in points)
 
 
+def test_metric_names_that_change_every_report_keep_a_bounded_number_of_curves():
+    """A review: a program whose metric names change (`loss_epoch_{n}`) added a curve per report without bound."""
+    store, clock, _ = _store()
+    for step in range(2000):
+        clock.now += 1
+        store.receive("chief:0", 1, {"step": step, "metrics": {f"loss_epoch_{step}": 1.0, "loss": 0.5}})
+    assert len(store.series) <= training.MAX_SERIES and "loss" in store.series
+    assert store.training is not None and "loss_epoch_1999" in store.training["metrics"]
+
+
 def test_bad_reports_are_counted_not_taken():
     store, _, _ = _store()
     assert store.receive("worker:0", 1, [1, 2])

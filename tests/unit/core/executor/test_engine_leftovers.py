@@ -104,3 +104,14 @@ def test_the_guard_reads_its_remove_option_only_before_the_command():
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("the guard's lease is Linux's")
+
+
+def test_a_stopped_task_removes_its_container_by_name(engine):
+    """The executor's own stop SIGKILLs the group at the grace's end, the guard with it (a review): the
+    executor then removes the container by name itself; nothing to remove is no error."""
+    from tony_airflow.core.executor import engine as engines
+
+    _, log = engine
+    engines.remove("fakeengine", "tony-c4")
+    engines.remove("no-such-engine", "tony-c4")
+    assert log.read_text().splitlines() == ["removed tony-c4"]

@@ -191,3 +191,14 @@ def test_the_program_gets_the_job_s_env_values_exactly_as_the_job_file_has_them(
     mangled = "{parent:{run:{runId:r1},job:{namespace:default,name:d.t"
     env = with_job_env({"OPENLINEAGE_CONTEXT": mangled, "PATH": "/bin"}, {"OPENLINEAGE_CONTEXT": exact})
     assert env == {"OPENLINEAGE_CONTEXT": exact, "PATH": "/bin"}
+
+
+def test_a_job_env_value_that_names_a_variable_keeps_yarns_expansion():
+    """A review: `--env 'PATH=/opt/tools/bin:$PATH'` (Hadoop's idiom, expanded by YARN's launch script) was
+    replaced by its literal text, and the guard could not find bash (exit 127). A value that names a variable
+    (`$`, YARN's `{{...}}`) keeps what the launch script made of it."""
+    from tony_airflow.core.executor.task import with_job_env
+
+    env = with_job_env({"PATH": "/opt/tools/bin:/usr/bin", "HOME_DIR": "/grid/0"},
+                       {"PATH": "/opt/tools/bin:$PATH", "HOME_DIR": "{{PWD}}"})
+    assert env == {"PATH": "/opt/tools/bin:/usr/bin", "HOME_DIR": "/grid/0"}

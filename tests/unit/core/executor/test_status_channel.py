@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,34 @@ def test_a_relay_that_fails_drops_the_report_keeps_the_counts_and_never_raises()
     relay.relay_once()
     relay.relay_once()
     assert [c["refused"] for c in calls] == [{"bad_token": 1}, {"bad_token": 1}]
+
+
+def test_a_relay_stopped_with_the_am_lost_or_stuck_in_a_send_makes_no_last_send(monkeypatch):
+    """A review: the last send after a stop could hold the task's end a call's timeout more when the AM is away."""
+    import threading
+
+    from tony_airflow.core.executor import status_channel
+
+    monkeypatch.setattr(status_channel, "RELAY_S", 0.01)
+    ep = StatusEndpoint()
+    ep.judge(ep.token, 11, lambda n: b'{"step": 4}')
+    stuck, sent = threading.Event(), []
+
+    def send(path, body):
+        sent.append(body)
+        stuck.wait(5)
+
+    relay = Relay(ep, send, {}).start()
+    while not sent:
+        time.sleep(0.01)
+    ep.judge(ep.token, 11, lambda n: b'{"step": 5}')
+    began = time.monotonic()
+    relay.stop()  # the relay is inside a send that does not end
+    assert len(sent) == 1 and time.monotonic() - began < 4
+    stuck.set()
+    quiet = Relay(ep, lambda path, body: sent.append(body), {})
+    quiet.stop(final=False)
+    assert len(sent) == 1
 
 
 def test_the_tensorboard_source_speaks_only_while_the_program_reports_nothing():

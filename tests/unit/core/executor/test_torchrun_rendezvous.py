@@ -184,3 +184,53 @@ def test_torchrun_finds_the_backend_through_the_plugin_directory(tmp_path: Path)
     assert value == "tony_airflow.core.executor.torchrun_rendezvous:handler_creator", found.stderr[-2000:]
     assert origin.startswith(str(tmp_path / ".tony-torchrun" / "tony_airflow")), origin
     assert tr.handler_creator() is tr.create_handler
+
+
+@pytest.mark.parametrize("payload, resent", [({"op": "join", "node": "n"}, False),
+                                             ({"op": "kv", "kv": "add", "keys": ["k"], "amount": 1}, False),
+                                             ({"op": "heartbeat", "node": "n"}, True)])
+def test_a_request_that_may_have_reached_the_am_is_sent_again_only_when_repeating_it_is_harmless(payload, resent):
+    """A review: a join or an add whose answer was lost (the AM applied it) was sent again: a round broken
+    once more, an exit barrier counting one agent twice. Those now fail the call; the rest are sent again."""
+    import socket
+
+    from torch.distributed.elastic.rendezvous import RendezvousConnectionError
+
+    from tony_airflow.core.executor.torchrun_rendezvous import AMClient
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:  # reads each request and hangs up without an answer
+        listener.settimeout(5)
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            received.append(conn.recv(65536))
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    client = AMClient(f"127.0.0.1:{listener.getsockname()[1]}", SECRET, 1)
+    with pytest.raises(RendezvousConnectionError):
+        client.call(payload, away_s=1.0)
+    listener.close()
+    assert (len(received) > 1) is resent, len(received)
+
+
+def test_the_handler_s_modules_load_in_an_image_s_older_python():
+    """A review: the handler runs in the image's Python (torch >= 2.4 runs on 3.8+), and protocol.py needed
+    3.11's StrEnum: on 3.10 torchrun said `rendezvous backend 'tony' is not registered`. The modules it loads
+    parse as 3.8 and load without StrEnum."""
+    import ast
+
+    import tony_airflow
+    from tony_airflow.core.executor import torchrun_rendezvous
+
+    for module in (tony_airflow, protocol, torchrun_rendezvous):
+        ast.parse(Path(module.__file__).read_text(), feature_version=(3, 8))
+    code = ("import enum, runpy; del enum.StrEnum; "
+            f"ns = runpy.run_path({protocol.__file__!r}); print(ns['TaskStatus'].RUNNING == 'RUNNING')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True", done.stderr[-2000:]
