@@ -37,6 +37,7 @@ PATH = "/report"
 RATE_PER_S = 5.0        # reports taken per second, in the long run (the helper sends at most 2)
 BURST = 10              # ... and at once
 RELAY_S = 1.0           # the newest report goes to the AM at most this often
+MAX_CONNECTIONS = 8     # served at once (one thread each); more are closed and counted as a flood
 HELPER_NAME = "tony_progress.py"
 HELPER_DIR = ".tony-progress"
 
@@ -133,8 +134,12 @@ class StatusEndpoint:
                 if self.path.split("?")[0] != PATH:
                     status, reason = 404, f"reports go to {PATH}"
                 else:
-                    status, reason = endpoint.judge(self.headers.get(progress.TOKEN_HEADER), length,
-                                                    self.rfile.read)
+                    try:
+                        status, reason = endpoint.judge(self.headers.get(progress.TOKEN_HEADER), length,
+                                                        self.rfile.read)
+                    except OSError:  # half a body, then silence (the handler's timeout): not a report
+                        status, reason = endpoint._refuse("bad_json", 400, "the body did not arrive whole")
+                        self.close_connection = True
                 body = json.dumps({"error": reason}).encode() if reason else b""
                 self.send_response(status)
                 if status >= 400 and status != 400:  # a body left unread: the connection ends
@@ -149,9 +154,7 @@ class StatusEndpoint:
             def log_message(self, format: str, *args: Any) -> None:  # a flood must not fill the task's log
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        server.request_queue_size = 64
+        server = BoundedServer(("127.0.0.1", 0), Handler, on_full=lambda: endpoint._refuse("flood", 503, ""))
         self._server = server
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="status-endpoint",
                          daemon=True).start()
@@ -167,6 +170,37 @@ class StatusEndpoint:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+class BoundedServer(ThreadingHTTPServer):
+    """At most MAX_CONNECTIONS served at once, each in a thread; a connection over that is closed at once
+    and counted as a flood (a review: any local user could hold a thread per idle connection, without
+    bound). `request_queue_size` is read by listen(), so it is set here, not after."""
+
+    daemon_threads = True
+    request_queue_size = 64
+
+    def __init__(self, address: tuple[str, int], handler: Any, on_full: Callable[[], Any]) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._on_full = on_full
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._on_full()
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 def ship_helper(where: Path) -> Path:

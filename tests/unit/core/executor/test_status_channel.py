@@ -205,3 +205,33 @@ def test_the_helper_parses_as_python_3_8():
     ast.parse(source, feature_version=(3, 8))
     calls = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "isinstance"]
     assert not [c for c in calls if isinstance(c.args[1], ast.BinOp)], "isinstance(x, A | B) needs Python 3.10"
+
+
+def test_idle_connections_beyond_the_bound_are_closed_and_counted_and_reports_still_get_through(monkeypatch):
+    """A review: every connection held a thread for 5 s, without bound; a half-sent body printed a traceback."""
+    import socket
+
+    from tony_airflow.core.executor import status_channel
+
+    ep = StatusEndpoint().start()
+    try:
+        port = int(ep.url.split(":")[2].split("/")[0])
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(status_channel.MAX_CONNECTIONS + 4)]
+        half = idle[0]
+        head = f"POST /report HTTP/1.1\r\nContent-Length: 100\r\n{progress.TOKEN_HEADER}: {ep.token}\r\n\r\n{{"
+        half.sendall(head.encode())
+        deadline = time.monotonic() + 10
+        while ep.refused["flood"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ep.refused["flood"] >= 4
+        for conn in idle:
+            conn.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the slots come back as the idle ones end
+            if _post(ep, b'{"step": 1}') == 204:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("no report got through after the idle connections ended")
+    finally:
+        ep.stop()
