@@ -333,9 +333,11 @@ class TrainerCallback:
     def _hf(self, args: Any, state: Any) -> None:
         epoch = getattr(state, "epoch", None)
         total_epochs = getattr(args, "num_train_epochs", None)
-        self.step(getattr(state, "global_step", None), getattr(state, "max_steps", None) or None,
-                  math.floor(epoch) + 1 if isinstance(epoch, (int, float)) else None,
-                  math.ceil(total_epochs) if isinstance(total_epochs, (int, float)) else None)
+        total = math.ceil(total_epochs) if isinstance(total_epochs, (int, float)) else None
+        current = math.floor(epoch) + 1 if isinstance(epoch, (int, float)) else None
+        if current is not None and total is not None:
+            current = min(current, total)  # HuggingFace's last state.epoch is the total (3.0): epoch 3/3, not 4/3
+        self.step(getattr(state, "global_step", None), getattr(state, "max_steps", None) or None, current, total)
 
     # Lightning ---------------------------------------------------------------------------------
     def on_train_batch_end(self, trainer: Any = None, pl_module: Any = None, *args: Any, **kw: Any) -> None:

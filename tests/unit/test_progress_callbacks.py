@@ -99,6 +99,9 @@ def test_huggingface_trainer(reports):
     cb.on_step_end(args, state, None)
     assert reports[-1] == {"step": 11, "total_steps": 300, "epoch": 1, "total_epochs": 3,
                            "metrics": {"loss": 2.0, "learning_rate": 5e-5, "epoch": 0.1}}
+    state.global_step, state.epoch = 300, 3.0  # the end: HuggingFace's epoch is the total
+    cb.on_step_end(args, state, None)
+    assert reports[-1]["epoch"] == 3
 
 
 def test_the_callbacks_import_no_framework():
