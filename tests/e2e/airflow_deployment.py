@@ -166,8 +166,13 @@ class AirflowDeployment:
 
     def log_events(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> list[dict]:
         """The task's log as Airflow serves it: one record per line (event, logger, level...)."""
-        resp = self.http.get(f"{self.ti_path(dag_id, run_id, task_id)}/logs/{try_number}",
-                             params={"full_content": "true"}, headers={"Accept": "application/json"})
+        deadline = time.monotonic() + 60
+        while True:  # an earlier try's log can answer 404 for a moment after the next try ended (seen once)
+            resp = self.http.get(f"{self.ti_path(dag_id, run_id, task_id)}/logs/{try_number}",
+                                 params={"full_content": "true"}, headers={"Accept": "application/json"})
+            if resp.status_code != 404 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         resp.raise_for_status()
         return [e if isinstance(e, dict) else {"event": str(e)} for e in resp.json()["content"]]
 

@@ -226,7 +226,8 @@ def hosts_idle(cluster: LocalCluster, rm: ResourceManagerClient, within: float =
     deadline = time.monotonic() + within
     while True:
         nodes = (rm.get("/ws/v1/cluster/nodes").get("nodes") or {}).get("node") or []
-        seen = {n["nodeHostName"]: (n["state"], n.get("usedMemoryMB", 0), n.get("nodeLabels") or [])
+        # (a host relabelled to the default partition reads nodeLabels [""]: no label)
+        seen = {n["nodeHostName"]: (n["state"], n.get("usedMemoryMB", 0), [x for x in n.get("nodeLabels") or [] if x])
                 for n in nodes if n["nodeHostName"] in addresses}
         busy = {a: s for a, s in seen.items() if s != ("RUNNING", 0, [])}
         if len(seen) == len(addresses) and not busy:
