@@ -88,7 +88,7 @@ def main(argv: list[str]) -> None:
                                  "progress_cost"])
     args = parser.parse_args(argv)
     steps: list[tuple[str, Callable[[], list[Report]]]] = [
-        ("launch_latency", lambda: [launch_latency.run(args.runs)]),
+        ("launch_latency", lambda: launch_latency.run_all(args.runs)),  # and its phase timeline
         ("registry_scale", lambda: [registry_scale.run()]),
         ("training_overhead", lambda: training_overhead.run()),  # throughput, and the CPU of the same runs
         ("airflow_deferrable", lambda: [airflow_deferrable.run(airflow_deferrable.SIZES, 30.0)]),

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import skein
 
+from bench import launch_timeline
 from bench.local import local_cluster
 from bench.peers.tfyarn import runner as tfyarn_runner
 from bench.peers.tony import adapt as tony_adapt
@@ -40,6 +41,7 @@ from bench.peers.tony import run as tony_run
 from bench.report import Report
 from bench.scratch import scratch_dir, scratch_file
 from tony_airflow.core.client import TonyClient
+from tony_airflow.core.history.store import HistoryStore
 from tony_airflow.core.spec import build_job_spec
 from tony_airflow.local.cluster import LocalCluster
 from tony_airflow.local.cluster.processes import rss_kib
@@ -50,7 +52,7 @@ TYPES = {"ps": 1, "worker": 2}
 MEMORY_MB = 512
 AIM_OVER_FLOOR_S = 0.3  # issue #41: gang start at most this much later than a bare skein application's
 AIM_CLIENT_OVERHEAD_S = 1.0  # issue #41: ytf-submit's wall time over the application's own RM lifetime
-AIM_WALL_VS_TONY = 0.6       # issue #20: ytf-submit's wall time against TonY's, same job
+AIM_WALL_VS_TONY = 0.5       # issues #20 and #54: ytf-submit's wall time against TonY's, same job
 COLUMNS = ["variant", "gang start s", "to SUCCEEDED s", "client wall s", "gang - floor s", "done / floor",
            "client wall - RM life s"]
 TONY = "TonY (ClusterSubmitter)"
@@ -65,11 +67,16 @@ def _command(stamps: str) -> str:
     return STAMP.format(d=stamps) + PS_SERVES
 
 
-def _gang_start(stamps: str, t0: float) -> float:
+def _last_stamp(stamps: str) -> float:
+    """When the last of the tasks began the user's command (seconds since the epoch)."""
     times = [float(p.read_text()) for p in Path(stamps).iterdir()]
     if len(times) != sum(TYPES.values()):
         raise RuntimeError(f"{len(times)} of {sum(TYPES.values())} tasks started")
-    return max(times) - t0
+    return max(times)
+
+
+def _gang_start(stamps: str, t0: float) -> float:
+    return _last_stamp(stamps) - t0
 
 
 def _ended(rm: ResourceManagerClient, app_id: str) -> ApplicationReport:
@@ -97,7 +104,8 @@ def _overhead(rm: ResourceManagerClient, app_id: str, wall: float) -> float:
 Sample = tuple[float, float, float, float]
 
 
-def run_cli(rm: ResourceManagerClient) -> Sample:
+def run_cli(rm: ResourceManagerClient, timelines: list[dict[str, float]] | None = None) -> Sample:
+    """One run of ytf-submit; its phase timeline (bench/launch_timeline.py) is added to `timelines`."""
     stamps = scratch_dir("latency-cli-")
     t0 = time.time()
     proc = subprocess.run([str(BIN / "ytf-submit"), "-r", "ps:1,worker:2", "-m", str(MEMORY_MB), "-n",
@@ -106,7 +114,21 @@ def run_cli(rm: ResourceManagerClient) -> Sample:
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip().splitlines()[-1:])
     app_id = proc.stdout.split("Submitted application ", 1)[1].split()[0]
-    return _gang_start(stamps, t0), _finished(rm, app_id, t0), _overhead(rm, app_id, wall), wall
+    sample = _gang_start(stamps, t0), _finished(rm, app_id, t0), _overhead(rm, app_id, wall), wall
+    if timelines is not None:
+        timelines.append(_timeline(rm, app_id, t0, wall, _last_stamp(stamps)))
+    return sample
+
+
+def _timeline(rm: ResourceManagerClient, app_id: str, t0: float, wall: float,
+              command_started: float) -> dict[str, float]:
+    """The run's phases, from the RM's report and the job's event log in the history store."""
+    store = HistoryStore.open()
+    files = store.find(app_id)
+    if files is None:
+        raise RuntimeError(f"{app_id}: no event log in {store.root}")
+    return launch_timeline.phases(t0, wall, command_started, rm.get(f"/ws/v1/cluster/apps/{app_id}")["app"],
+                                  store.events(files))
 
 
 def run_api(client: TonyClient, rm: ResourceManagerClient,
@@ -196,7 +218,13 @@ class RssSampler:
 
 
 def run(runs: int = 5) -> Report:
+    return run_all(runs)[0]
+
+
+def run_all(runs: int = 5) -> list[Report]:
+    """The latency report, and the phase timeline of the same ytf-submit runs."""
     cluster = local_cluster()
+    timelines: list[dict[str, float]] = []
     results: dict[str, list[Sample]] = {"ytf-submit": [], "Python API": [], "skein floor": []}
     tony_jar, tony_why = _tony_jar()
     if tony_jar is not None:
@@ -209,7 +237,7 @@ def run(runs: int = 5) -> Report:
     with TonyClient() as client:
         rm = client.rm
         for n in range(runs):
-            results["ytf-submit"].append(run_cli(rm))
+            results["ytf-submit"].append(run_cli(rm, timelines))
             if tony_jar is not None:
                 _peer_run(results, failures, TONY, lambda: run_tony(tony_jar, rm))
             if tfyarn is not None:
@@ -225,7 +253,7 @@ def run(runs: int = 5) -> Report:
         rows.append([TONY, "n/a", "n/a", "n/a", "n/a", "n/a", "TONY_SRC not set"])
     if tfyarn is None:
         rows.append([TF_YARN, "n/a", "n/a", "n/a", "n/a", "n/a", "not available (see the notes)"])
-    return Report(
+    latency = Report(
         name="launch_latency", title="Launch latency: a trivial ps:1,worker:2 job against the YARN floor",
         command=f".venv/bin/python -m bench.launch_latency --runs {runs}",
         columns=COLUMNS,
@@ -247,6 +275,43 @@ def run(runs: int = 5) -> Report:
         verdicts=[_verdict(medians), _overhead_verdict(medians["ytf-submit"][2]), _tony_verdict(results)],
         data={"results": results, "rss_mib": {k: v / 1024 for k, v in sampler.peak.items()}},
         plot=_plot)
+    tony_wall = statistics.median(r[3] for r in results[TONY]) if TONY in results else None
+    return [latency, timeline_report(timelines, runs, tony_wall)]
+
+
+def timeline_report(timelines: list[dict[str, float]], runs: int, tony_wall: float | None) -> Report:
+    """Median seconds per phase of ytf-submit's runs, the largest first named, against TonY's whole wall."""
+    medians = {name: statistics.median(t[name] for t in timelines) for name, _ in launch_timeline.PHASES}
+    total = sum(medians.values())
+    rows = [[name, f"{medians[name]:.2f}", f"{min(t[name] for t in timelines):.2f}",
+             f"{max(t[name] for t in timelines):.2f}", f"{100 * medians[name] / total:.0f}%", what]
+            for name, what in launch_timeline.PHASES]
+    rows.append(["sum of medians", f"{total:.2f}", "", "", "100%", "ytf-submit's wall time, start to exit"])
+    largest = sorted(medians, key=medians.__getitem__, reverse=True)[:3]
+    notes = [f"the ytf-submit runs of the launch latency benchmark ({runs}), one clock (this machine's)",
+             "largest phases: " + ", ".join(f"{name} {medians[name]:.2f} s" for name in largest)]
+    if tony_wall is not None:
+        notes.append(f"TonY's median wall time in the same runs: {tony_wall:.2f} s; half of it is "
+                     f"{AIM_WALL_VS_TONY * tony_wall:.2f} s")
+    return Report(name="launch_timeline", title="Launch timeline: where ytf-submit's seconds go, phase by phase",
+                  command=f".venv/bin/python -m bench.launch_latency --runs {runs}",
+                  columns=["phase", "median s", "min s", "max s", "share", "what it holds"], rows=rows,
+                  notes=notes, data={"medians": medians, "tony_wall": tony_wall}, plot=_plot_timeline, panels=1)
+
+
+def _plot_timeline(report: Report, axes: list) -> None:
+    """One bar, cut into the phases (medians), beside TonY's whole wall time and the aim."""
+    ax = axes[0]
+    left = 0.0
+    for name, seconds in report.data["medians"].items():
+        ax.barh(["ytf-submit"], [seconds], left=left, label=name)
+        left += seconds
+    if report.data["tony_wall"] is not None:
+        ax.barh(["TonY"], [report.data["tony_wall"]], color="grey", label="TonY (whole)")
+        ax.axvline(AIM_WALL_VS_TONY * report.data["tony_wall"], color="black", linestyle="--",
+                   label=f"aim: {AIM_WALL_VS_TONY} x TonY")
+    ax.set(xlabel="seconds from the client's start", title="phase timeline (medians)")
+    ax.legend(fontsize="x-small", ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
 
 
 def table_rows(medians: dict[str, tuple[float, float, float, float]]) -> list[list[str]]:
@@ -325,7 +390,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    print(run(args.runs).table())
+    for report in run_all(args.runs):
+        print(report.table())
 
 
 if __name__ == "__main__":

@@ -214,6 +214,7 @@ class Heartbeat:
     attempt: int
     usage: dict[str, Any] | None = None
     container_id: str = ""  # YARN's: a container the gang released is told to stop (core/am/gang.py)
+    wait: float = 0.0  # seconds the AM may hold a 'run' answer: a 'stop' is answered the moment it is decided
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ class Training:
 
 
 # field annotations (strings under `from __future__ import annotations`) -> the JSON types allowed
-_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "str": (str,), "bool": (bool,),
+_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
                                        "dict[str, Any] | None": (dict, type(None))}
 
 

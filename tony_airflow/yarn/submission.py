@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 import skein
 
 from tony_airflow import retries
+from tony_airflow.yarn import am_launch
 from tony_airflow.yarn.hadoop_conf import HadoopConf
 from tony_airflow.yarn.hdfs import PART_SUFFIX, create_file
 from tony_airflow.yarn.rest import ResourceManagerClient, ResourceManagerError
@@ -201,10 +202,12 @@ def launch_context(spec: skein.ApplicationSpec, stager: Stager, cache: UserCache
         env["LANG"] = lang
     if not conf.kerberos:
         env["HADOOP_USER_NAME"] = user
-    command = ("{{JAVA_HOME}}/bin/java -Xmx128M "
-               f"-Dskein.log.level={str(master.log_level).upper()} -Dskein.log.directory={LOG_DIR} "
-               f"com.anaconda.skein.ApplicationMaster {stager.uri(stager.app_dir)} "
-               f">{LOG_DIR}/application.master.log 2>&1")
+    files[am_launch.SCRIPT_NAME] = cache.put_bytes(".sh", am_launch.SCRIPT.encode())  # with its CDS archive
+    command = am_launch.command("{{JAVA_HOME}}/bin/java",
+                                f"-Xmx128M -Dskein.log.level={str(master.log_level).upper()} "
+                                f"-Dskein.log.directory={LOG_DIR} "
+                                f"com.anaconda.skein.ApplicationMaster {stager.uri(stager.app_dir)}",
+                                f"{LOG_DIR}/application.master.log")
     return files, env, command
 
 

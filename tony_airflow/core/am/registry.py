@@ -7,6 +7,7 @@ and the benchmark all drive the same code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -84,6 +85,7 @@ class Registry:
         self._spec_ready = asyncio.Event()
         self._attempt_over = asyncio.Event()
         self.changed = asyncio.Event()
+        self._stop_news = asyncio.Event()  # set (and renewed) whenever a task may have to be told 'stop'
         self._gpus_in_use: dict[str, set[int]] = {}
         self._released: set[str] = set()  # YARN containers the gang gave back: their messages are stale
         self._withdrawn: set[tuple[str, int]] = set()  # tasks a gang released and has not asked for again
@@ -110,6 +112,7 @@ class Registry:
         self._withdrawn = set()
         self.waiting = ""
         self.notice = ""
+        self._tell_stop()  # the old attempt's tasks are told at once
         self.rendezvous = None
         if self.job.elastic_max and elastic_rendezvous(self.job.env) == "tony":
             chief = "master:0" if "master" in self.job.tasks else "worker:0"
@@ -142,6 +145,7 @@ class Registry:
             self._release_gpus(task)
             self.tasks[key] = TaskState(task.type, task.index, task.attempt, task.role)
         self._notify()
+        self._tell_stop()
 
     def forget_containers(self, yarn_container_ids: set[str]) -> None:
         """Containers given back to YARN (their ids known once the kills are done): never heard again."""
@@ -163,6 +167,7 @@ class Registry:
         self.tasks[key] = TaskState(old.type, old.index, old.attempt, old.role)
         self._unregistered += 1
         self._notify()
+        self._tell_stop()
         return old
 
     def is_released(self, container_id: str) -> bool:
@@ -174,9 +179,22 @@ class Registry:
         for task in self.tasks.values():
             if not task.done:
                 task.stop_requested = True
+        self._tell_stop()
 
     def _notify(self) -> None:
         self.changed.set()
+
+    def _tell_stop(self) -> None:
+        """Wake every held heartbeat (`stop_news`): some task may now have to be told 'stop'."""
+        self._stop_news.set()
+        self._stop_news = asyncio.Event()
+
+    async def stop_news(self, timeout: float) -> None:
+        """Until a task may have to stop, at most `timeout` s: a heartbeat is held this long (server.py), so
+        the stop reaches the executor at once rather than up to a heartbeat interval later."""
+        news = self._stop_news
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(news.wait(), timeout)
 
     def _event(self, name: str, task: TaskState, **fields: Any) -> None:
         if self.listener is not None:
@@ -297,12 +315,18 @@ class Registry:
 
     def heartbeat(self, type_: str, index: int, attempt: int, usage: dict[str, Any] | None = None,
                   container_id: str = "") -> str:
-        """'run' or 'stop' (the AM wants this task to end)."""
+        """'run' or 'stop' (the AM wants this task to end); the task is alive."""
+        task = self._task(type_, index, attempt)
+        if not isinstance(task, str):
+            task.last_heartbeat = time.time()
+            self._record_usage(task, usage)
+        return self.answer(type_, index, attempt, container_id)
+
+    def answer(self, type_: str, index: int, attempt: int, container_id: str = "") -> str:
+        """What a heartbeat is told: 'stop' or 'run' (no side effect: a held heartbeat asks again)."""
         task = self._task(type_, index, attempt)
         if isinstance(task, str) or self.is_released(container_id) or (type_, index) in self._withdrawn:
             return "stop"
-        task.last_heartbeat = time.time()
-        self._record_usage(task, usage)
         return "stop" if task.stop_requested else "run"
 
     def _release_gpus(self, task: TaskState) -> None:
@@ -397,6 +421,7 @@ class Registry:
         for task in self.tasks.values():
             if not task.done:
                 task.stop_requested = True
+        self._tell_stop()
 
     # -------------------------------------------------------------- views
     def counts(self) -> dict[str, int]:

@@ -39,6 +39,7 @@ from tony_airflow.core.output import OUTPUT_PATH, SHIP_CHARS, task_key
 
 log = logging.getLogger("tony.am.server")
 LONG_POLL_S = 20.0
+MAX_HEARTBEAT_WAIT_S = 5.0  # a held heartbeat (its `wait`) is answered within this, whatever it asked
 RENDEZVOUS_POLL_S = 0.2  # how often a waiting rendezvous request looks again
 REFUSED_SAMPLE = 20          # refusals kept for the status page
 REFUSED_LOG_EVERY_S = 60.0   # at most one summary line per minute under a flood
@@ -206,7 +207,11 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
 
     async def heartbeat(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Heartbeat)
-        answer = {"action": registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage, msg.container_id)}
+        action = registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage, msg.container_id)
+        if action == "run" and msg.wait > 0:  # held: a stop decided meanwhile is answered at once
+            await registry.stop_news(min(float(msg.wait), MAX_HEARTBEAT_WAIT_S))
+            action = registry.answer(msg.type, msg.index, msg.attempt, msg.container_id)
+        answer = {"action": action}
         if registry.sealed_hdfs_token:  # the newest HDFS token from the job's keytab (core/am/token_renewal.py)
             answer["hdfs_token"] = registry.sealed_hdfs_token
         return web.json_response(answer)

@@ -502,11 +502,15 @@ class Executor:
     def _heartbeat_loop(self) -> None:
         """From registration until the task is over: liveness for the AM, and the AM's word back."""
         timeout = min(MAX_CALL_TIMEOUT_S, max(self.give_up_s / 3, 1.0))
+        # The AM holds the answer up to `wait` s and answers 'stop' the moment it decides it: the interval is
+        # spent waiting on the AM, not asleep (the ps of a finished job stops at once, #54).
+        wait = min(self.job.heartbeat_interval, timeout / 2)
         while not self.finished.is_set():
+            asked = time.monotonic()
             try:
                 usage = self.usage.report() if self.usage else None
-                answer = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage},
-                                            retries=2, timeout=timeout)
+                answer = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage, "wait": wait},
+                                            retries=2, timeout=timeout + wait)
                 action = answer["action"]
                 self._answered()
                 self._take_hdfs_token(answer.get("hdfs_token") or "")
@@ -518,7 +522,7 @@ class Executor:
                 action = "run"
             if action == "stop":
                 self.stop("the AM asks this task to stop")
-            self.finished.wait(self.job.heartbeat_interval)
+            self.finished.wait(max(0.0, self.job.heartbeat_interval - (time.monotonic() - asked)))
 
     def _take_hdfs_token(self, sealed: str) -> None:
         """A newer HDFS delegation token the AM got from the job's keytab: this process's WebHDFS calls (the

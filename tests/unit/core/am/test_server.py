@@ -207,3 +207,51 @@ def test_an_executor_reaches_its_command_with_one_request_when_its_gang_forms_du
     assert asyncio.run(scenario()) == 0
     assert protocol.CLUSTER_SPEC not in calls
     assert calls[0] == protocol.REGISTER
+
+
+# ---------------------------------------------------- #54 item 1: the end of a job is not a heartbeat late
+def test_a_heartbeat_held_by_the_am_is_answered_stop_as_soon_as_the_am_asks_tasks_to_stop():
+    """The executor asks with `wait`: the AM holds a 'run' answer up to that long and answers 'stop' the moment
+    it asks the tasks to stop (the ps of a finished job used to hear it up to a heartbeat interval later)."""
+    async def scenario():
+        reg = Registry(make_job("worker:1"), "app_1")
+        reg.new_attempt(1)
+        assert reg.register("worker", 0, 1, "127.0.0.1", 4000, container_id="container_1_0001_01_000002") is None
+        client = await serve(server.build_app(reg, SECRET))
+        try:
+            async def beat(wait: float) -> str:
+                body, headers = signed("POST", protocol.HEARTBEAT, {"type": "worker", "index": 0, "attempt": 1,
+                                                                     "wait": wait})
+                resp = await client.post(protocol.HEARTBEAT, data=body, headers=headers)
+                return (await resp.json())["action"]
+
+            assert await beat(0) == "run"  # no wait asked: answered at once, as before
+            held = asyncio.create_task(beat(600))
+            await asyncio.sleep(0.3)
+            assert not held.done()  # held: nothing to say yet
+            reg.request_stop()
+            assert await asyncio.wait_for(held, 60) == "stop"  # long before the 600 s asked
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_held_heartbeat_waits_at_most_the_am_s_own_bound():
+    assert server.MAX_HEARTBEAT_WAIT_S <= 10.0
+
+
+def test_a_heartbeat_whose_wait_is_not_a_number_gets_400():
+    async def scenario():
+        reg = Registry(make_job("worker:1"), "app_1")
+        reg.new_attempt(1)
+        client = await serve(server.build_app(reg, SECRET))
+        try:
+            body, headers = signed("POST", protocol.HEARTBEAT, {"type": "worker", "index": 0, "attempt": 1,
+                                                                 "wait": "soon"})
+            resp = await client.post(protocol.HEARTBEAT, data=body, headers=headers)
+            assert resp.status == 400 and "wait" in (await resp.json())["error"]
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
