@@ -144,8 +144,10 @@ class ApplicationMaster:
         if not self.end_recorded:
             self.registry.training.flush_event()  # the last numbers before the end
             self.history.emit(ev.JOB_FINISHED, status=status, diagnostics=diagnostics, **stopped_by)
+        closing = time.monotonic()
         await opened
         await asyncio.to_thread(self.history.close)
+        log.info("event log closed in %.2fs", time.monotonic() - closing)
         return status, diagnostics
 
     async def _flush_history(self, opened: asyncio.Task) -> None:
