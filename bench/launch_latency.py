@@ -301,17 +301,20 @@ def timeline_report(timelines: list[dict[str, float]], runs: int, tony_wall: flo
 
 def _plot_timeline(report: Report, axes: list) -> None:
     """One bar, cut into the phases (medians), beside TonY's whole wall time and the aim."""
+    from matplotlib import colormaps
+
     ax = axes[0]
     left = 0.0
-    for name, seconds in report.data["medians"].items():
-        ax.barh(["ytf-submit"], [seconds], left=left, label=name)
+    colours = colormaps["tab20"]
+    for n, (name, seconds) in enumerate(report.data["medians"].items()):
+        ax.barh(["ytf-submit"], [seconds], left=left, label=name, color=colours(n))
         left += seconds
     if report.data["tony_wall"] is not None:
         ax.barh(["TonY"], [report.data["tony_wall"]], color="grey", label="TonY (whole)")
         ax.axvline(AIM_WALL_VS_TONY * report.data["tony_wall"], color="black", linestyle="--",
                    label=f"aim: {AIM_WALL_VS_TONY} x TonY")
     ax.set(xlabel="seconds from the client's start", title="phase timeline (medians)")
-    ax.legend(fontsize="x-small", ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    ax.legend(fontsize="x-small", ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.25))
 
 
 def table_rows(medians: dict[str, tuple[float, float, float, float]]) -> list[list[str]]:
