@@ -188,6 +188,7 @@ class ApplicationMaster:
                     return "FAILED", policy.diagnostics(False, attempt, allowed, failures)
                 attempt += 1
         finally:
+            self.registry.answer_held()  # a held heartbeat is answered now, not at its wait's end
             await runner.cleanup()
 
     def _publish_ui(self) -> None:

@@ -189,6 +189,10 @@ class Registry:
         self._stop_news.set()
         self._stop_news = asyncio.Event()
 
+    def answer_held(self) -> None:
+        """The AM's server is closing: every held heartbeat is answered now."""
+        self._tell_stop()
+
     async def stop_news(self, timeout: float) -> None:
         """Until a task may have to stop, at most `timeout` s: a heartbeat is held this long (server.py), so
         the stop reaches the executor at once rather than up to a heartbeat interval later."""
@@ -321,6 +325,11 @@ class Registry:
             task.last_heartbeat = time.time()
             self._record_usage(task, usage)
         return self.answer(type_, index, attempt, container_id)
+
+    def running(self, type_: str, index: int, attempt: int) -> bool:
+        """The task is of this attempt and has not reported its end."""
+        task = self._task(type_, index, attempt)
+        return not isinstance(task, str) and not task.done
 
     def answer(self, type_: str, index: int, attempt: int, container_id: str = "") -> str:
         """What a heartbeat is told: 'stop' or 'run' (no side effect: a held heartbeat asks again)."""

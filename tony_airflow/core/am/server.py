@@ -208,7 +208,8 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     async def heartbeat(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Heartbeat)
         action = registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage, msg.container_id)
-        if action == "run" and msg.wait > 0:  # held: a stop decided meanwhile is answered at once
+        if action == "run" and msg.wait > 0 and registry.running(msg.type, msg.index, msg.attempt):
+            # held: a stop decided meanwhile is answered at once (an ended task's is not held: it is exiting)
             await registry.stop_news(min(float(msg.wait), MAX_HEARTBEAT_WAIT_S))
             action = registry.answer(msg.type, msg.index, msg.attempt, msg.container_id)
         answer = {"action": action}

@@ -255,3 +255,25 @@ def test_a_heartbeat_whose_wait_is_not_a_number_gets_400():
             await client.close()
 
     asyncio.run(scenario())
+
+
+def test_a_heartbeat_of_a_task_that_has_reported_its_end_is_not_held(monkeypatch):
+    """Its executor is exiting: holding it would only make the AM's server wait for it at the end."""
+    monkeypatch.setattr(server, "MAX_HEARTBEAT_WAIT_S", 600.0)  # held, it would outlast the 30 s below
+
+    async def scenario():
+        reg = Registry(make_job("worker:2"), "app_1")
+        reg.new_attempt(1)
+        for i in range(2):
+            assert reg.register("worker", i, 1, "127.0.0.1", 4000 + i, container_id=f"container_1_0001_01_00000{i + 2}") is None
+        reg.finished("worker", 0, 1, 0)
+        client = await serve(server.build_app(reg, SECRET))
+        try:
+            body, headers = signed("POST", protocol.HEARTBEAT, {"type": "worker", "index": 0, "attempt": 1,
+                                                                 "wait": 600})
+            resp = await asyncio.wait_for(client.post(protocol.HEARTBEAT, data=body, headers=headers), 30)
+            assert (await resp.json())["action"] == "run"
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
