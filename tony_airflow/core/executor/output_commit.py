@@ -44,7 +44,7 @@ from pathlib import Path
 
 from tony_airflow import retries
 from tony_airflow.core.executor.output_events import CLOSED, REMOVED, Change, EventSource, Held, Writers, file_key
-from tony_airflow.core.executor.output_history import LOST, NEW, READY, SAME, Entry, History
+from tony_airflow.core.executor.output_history import LOST, NEW, READY, SAME, Entry, History, removals_late
 from tony_airflow.core.executor.output_protocol import (
     EVENTS,
     Mark,
@@ -336,7 +336,7 @@ class Mirror(Publisher):
             read_up_to = self.history.seq
             unread = self.source.unread() if self.source is not None else 0  # closes the history lacks yet
             run = self.history.prefix(before, self.grows)
-            last = self.history.last_of_each(run)
+            last = removals_late(self.history.last_of_each(run))
         count = 0
         done = 0
         try:
@@ -508,9 +508,12 @@ class Mirror(Publisher):
             thread.join()
         self._threads.clear()
 
-    def finish(self, cutoff: float = math.inf) -> int:
+    def finish(self, cutoff: float = math.inf, ended_at: float | None = None) -> int:
         """Stop the background work and push once more: everything after a clean exit (`cutoff` math.inf),
-        else what was closed (or, under the quiet rule, unchanged) since before `cutoff`.
+        else what was closed (or, under the quiet rule, unchanged) since before `cutoff`. Given `ended_at`
+        (when a failed or stopped program ended), the cutoff is `ended_at - settle_s`, with `settle_s` read
+        after the last events are: a loss of events noticed only now makes it the quiet rule's (a cutoff
+        computed before, with the events' shorter settle time, let the quiet rule take a torn file).
 
         An upload under way ends first (each WebHDFS request has a deadline). Raises, naming the file and
         the cause, when the output could not be published after FINAL_TRIES tries."""
@@ -519,7 +522,7 @@ class Mirror(Publisher):
                                log=log, what=f"final push to {self.uri}")
         with self._lock:
             try:
-                return policy(self._final, cutoff)
+                return policy(self._final, cutoff, ended_at)
             except WriterFenced as exc:
                 log.warning("final push to %s skipped: %s", self.uri, exc)
                 return 0
@@ -531,13 +534,15 @@ class Mirror(Publisher):
                         _unlink(entry.snapshot)
                 self._tidy_tmp_dir()
 
-    def _final(self, cutoff: float) -> int:
+    def _final(self, cutoff: float, ended_at: float | None = None) -> int:
         if self.source is not None and not self.fallback:
             self.observe(0)
-            if self.source is not None and not self.fallback:
-                if cutoff == math.inf:
-                    return self._publish_everything()
-                return self.publish_ready(before=cutoff)
+        if ended_at is not None:
+            cutoff = ended_at - self.settle_s
+        if self.source is not None and not self.fallback:
+            if cutoff == math.inf:
+                return self._publish_everything()
+            return self.publish_ready(before=cutoff)
         count = self.push_all(cutoff)  # no per-round cap at the end
         if cutoff == math.inf:
             self._raise_unpublished()

@@ -121,5 +121,27 @@ class History:
         return sorted(last.values(), key=lambda e: e.seq)
 
 
+def removals_late(entries: list[Entry]) -> list[Entry]:
+    """`entries` in order, each removal moved after the writes that follow it, except a write at or under the
+    removed path (which must come after its removal).
+
+    Publishing each path's last entry in order skips the versions between: a removal of an old checkpoint
+    (which the program made once its pointer named a newer one) would otherwise reach HDFS before that
+    newer pointer, and a push cut in between left HDFS a pointer naming a file already gone (the output
+    model found it). A removal published late leaves, at worst, an old whole file a while longer."""
+    out: list[Entry] = []
+    waiting: list[Entry] = []
+    for entry in entries:
+        if not entry.removal:
+            due = [r for r in waiting if entry.rel == r.rel or entry.rel.startswith(r.rel + "/")]
+            if due:
+                out.extend(due)
+                waiting = [r for r in waiting if r not in due]
+            out.append(entry)
+        else:
+            waiting.append(entry)
+    return out + waiting
+
+
 def is_file_entry(entry: Entry) -> bool:
     return entry.change.kind in (CLOSED, FOUND)

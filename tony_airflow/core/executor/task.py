@@ -377,9 +377,11 @@ class Executor:
             mirror.stop()
             return ""
         clean = code == 0 and not self.stop_requested.is_set()
-        cutoff = math.inf if clean else min(self.stopped_at or ended_at, ended_at) - mirror.settle_s
         try:
-            mirror.finish(cutoff)
+            if clean:
+                mirror.finish(math.inf)
+            else:  # the mirror subtracts its settle time once it has read the last events (a loss among them)
+                mirror.finish(ended_at=min(self.stopped_at or ended_at, ended_at))
         except Exception as exc:
             reason = f"the output could not be published to {mirror.uri}: {' '.join(str(exc).split())[:300]}"
             log.error("%s", reason)

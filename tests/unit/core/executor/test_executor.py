@@ -93,8 +93,9 @@ class _Mirror:
     def __init__(self, error: Exception | None = None) -> None:
         self.error, self.calls = error, []
 
-    def finish(self, cutoff: float) -> int:
-        self.calls.append(("finish", cutoff))
+    def finish(self, cutoff: float = float("inf"), ended_at: float | None = None) -> int:
+        """Records the cutoff the real mirror would use (given the end's time: that time less its settle time)."""
+        self.calls.append(("finish", cutoff if ended_at is None else ended_at - self.settle_s))
         if self.error:
             raise self.error
         return 1

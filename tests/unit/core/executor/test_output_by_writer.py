@@ -378,3 +378,71 @@ def test_item8_under_the_quiet_rule_too_a_growing_file_goes_out_only_as_far_as_t
     seen = fs.visible()
     named = [line for line in seen["manifest.log"].decode().split() if line.startswith("ckpt-")]
     assert all(f"{name}.data" in seen for name in named), (seen["manifest.log"], sorted(seen))
+
+
+def _tf_save_keeping(out: Path, n: int, keep: int = 2) -> None:
+    """TensorFlow's CheckpointManager: the new save, the pointer, then the save `keep` back removed."""
+    _tf_save(out, n)
+    if n >= keep:
+        for suffix in ("data", "index"):
+            (out / "ckpt" / f"ckpt-{n - keep}.{suffix}").unlink()
+
+
+def test_a_push_cut_midway_never_leaves_a_pointer_naming_a_removed_checkpoint(tmp_path):
+    """Found by the output model under load: each path's last entry published in the history's order sent the
+    removal of ckpt-0 (made once the pointer named ckpt-2) before the newest pointer; a link cut between them
+    left HDFS a pointer naming ckpt-0 without its data. Removals now go after the writes that follow them."""
+    fs, clock = MemoryHDFS(), Clock()
+    (tmp_path / "out" / "ckpt").mkdir(parents=True)
+    mirror = _writer(tmp_path / "out", fs, clock)
+    _tf_save_keeping(mirror.local, 0)
+    _settle(mirror, clock)
+    for n in range(1, 5):
+        _tf_save_keeping(mirror.local, n)
+    mirror.observe(0)
+    clock.passes(SETTLE_S + 0.01)
+    original, sent = fs.delete, []
+
+    def delete(path, recursive=False):
+        sent.append(path)
+        raise OSError(113, "No route to host")  # the link is cut at the first removal
+    fs.delete = delete
+    with pytest.raises(OSError):
+        mirror.publish_ready()
+    fs.delete = original
+    seen = fs.visible()
+    pointer = seen["ckpt/checkpoint"].decode()
+    named = pointer.split('"')[1]
+    assert f"ckpt/{named}.data" in seen and f"ckpt/{named}.index" in seen, (pointer, sorted(seen))
+    assert named == "ckpt-4" and sent  # every write went first; the removals come last
+
+
+def test_events_lost_just_before_a_failed_end_are_judged_by_the_quiet_rule_s_time(tmp_path):
+    """Found by the output model: a cutoff computed before the mirror noticed the loss used the events' short
+    settle time, and the quiet rule then took a file the failed program had left open and unchanged for less
+    than QUIET_S. Given the end's time, the mirror computes the cutoff after reading the last events."""
+    from tony_airflow.core.executor.output_commit import QUIET_S
+
+    fs, clock = MemoryHDFS(), Clock()
+    mirror = _writer(tmp_path / "out", fs, clock)
+    torn = (mirror.local / "model.h5").open("wb")  # opened, nothing written yet: the program then fails
+    mirror.observe(0)
+    clock.passes((SETTLE_S + QUIET_S) / 2)  # longer than the events' settle time, shorter than the quiet rule's
+    mirror.source.read(0)
+    mirror.source.lost = "the kernel's event queue overflowed (the test)"
+    torn.close()
+    mirror.alive = lambda: False
+    mirror.finish(ended_at=clock.now)
+    assert "model.h5" not in fs.visible()
+
+
+def test_a_removed_directory_goes_before_what_is_written_under_it_again():
+    from tony_airflow.core.executor.output_events import CLOSED, REMOVED, Change
+    from tony_airflow.core.executor.output_history import Entry, removals_late
+
+    def entry(seq: int, kind: str, rel: str, is_dir: bool = False) -> Entry:
+        return Entry(seq, Change(kind, rel, 0.0, is_dir))
+
+    order = removals_late([entry(1, REMOVED, "ckpt-0.data"), entry(2, REMOVED, "run", is_dir=True),
+                           entry(3, CLOSED, "run/model.bin"), entry(4, CLOSED, "checkpoint")])
+    assert [e.seq for e in order] == [2, 3, 4, 1]

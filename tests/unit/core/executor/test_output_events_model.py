@@ -26,6 +26,7 @@ rule's `push(cutoff)`), as the note of issue #50 reports for 905767c.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import re
 import shutil
@@ -330,7 +331,8 @@ class OutputEventsModel(RuleBasedStateMachine):
     def exit(self, clean: bool, cut: int | None) -> None:
         """The program ends (exit 0 only once nothing is open), the final push, then the next attempt."""
         clean = clean and not self.open
-        fallback = not EVENTS or bool(self.mirror.fallback)
+        # the quiet rule stands in also when the events were lost just now: the mirror notices it at its end
+        fallback = not EVENTS or bool(self.mirror.fallback) or bool(getattr(self.mirror.source, "lost", ""))
         for _, path, fh, _ in self.open.values():
             if fallback:
                 # The quiet rule's known limit (docs/submitting.md): a file a failing program left torn and
@@ -343,7 +345,12 @@ class OutputEventsModel(RuleBasedStateMachine):
         self.files.cut_after = None if cut is None else self.files.sent + cut
         done = False
         try:
-            self.mirror.finish(cutoff) if EVENTS else self.mirror.push(cutoff=cutoff)
+            if not EVENTS:
+                self.mirror.push(cutoff=cutoff)
+            elif clean or "ended_at" not in inspect.signature(self.mirror.finish).parameters:
+                self.mirror.finish(cutoff)  # (an older mirror computes nothing itself)
+            else:
+                self.mirror.finish(ended_at=self.now())  # as the executor does
             done = True
         except (LinkDown, *FENCED):
             pass
