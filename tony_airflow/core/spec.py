@@ -493,6 +493,11 @@ def _as_list(value: Any, field_name: str) -> list[str]:
     raise UsageError(f"{field_name}: expected a list or a comma-separated string, not {type(value).__name__}")
 
 
+def _or_zero(value: Any) -> Any:
+    """An absent or empty count (a front end's unset field) is 0."""
+    return 0 if value is None or (isinstance(value, str) and not value.strip()) else value
+
+
 def _elastic_option(value: Any) -> tuple[int, int]:
     """`MIN:MAX` workers (torchrun's --nnodes form) -> (MIN, MAX); absent or empty: (0, 0), not elastic."""
     if value is None or str(value).strip() == "":
@@ -671,8 +676,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         am_node_label=str(opts.get("am_node_label") or "").strip(),
         elastic_min=elastic[0],
         elastic_max=elastic[1],
-        spares=parse_count(opts.get("spares") if opts.get("spares") not in (None, "") else 0, "spares",
-                           minimum=0, maximum=MAX_SPARES),
+        spares=parse_count(_or_zero(opts.get("spares")), "spares", minimum=0, maximum=MAX_SPARES),
     )
     return spec.validate(check_paths=check_paths)
 
