@@ -241,6 +241,9 @@ class JobSpec:
         if self.spares and not self.elastic_max:
             raise UsageError(f"spares: {self.spares} — spares take a lost elastic worker's place; allowed: 0, or "
                              "N >= 1 with --elastic MIN:MAX")
+        if self.spares and "worker" in self.spread:
+            raise UsageError(f"spares: {self.spares} — a spread worker's spare would have no host of its own; "
+                             "allowed: 0 with --spread worker")
         if not self.elastic_max:
             return
         shown = f"{self.elastic_min}:{self.elastic_max}"

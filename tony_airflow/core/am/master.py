@@ -322,7 +322,6 @@ class ApplicationMaster:
             log.info("attempt %d: %d containers were requested at start", attempt, len(self._container_of))
         else:
             await self._request_containers(attempt)
-        await self._ask_spares(attempt)
 
         outcome = None
         next_poll = 0.0
@@ -340,7 +339,8 @@ class ApplicationMaster:
                     self._refresh_waiting(attempt)
             if self.job.elastic_max and reg.spec_published:
                 await self._replace_lost_workers(attempt)
-            if reg.spares is not None and reg.spares.to_ask():
+            if reg.spares is not None and reg.spec_published and reg.spares.to_ask():
+                # once the gang formed: a spare never takes the room a worker of a forming gang waits for
                 await self._ask_spares(attempt)
             outcome = self._decide(attempt_start)
             if outcome is None:
@@ -455,7 +455,7 @@ class ApplicationMaster:
         spares = self.registry.spares
         if spares is None:
             return
-        service = "worker" if "worker" not in self.job.spread else service_name("worker", 0, self.job)
+        service = "worker"  # a spread worker type has no spares (JobSpec._check_elastic)
         for _ in range(spares.to_ask()):
             spare_id = spares.ask(time.time())
             env = {**protocol.launch_env("worker", 0, attempt, self.address, self.app_id), protocol.ENV_SPARE: spare_id}
@@ -595,7 +595,9 @@ class ApplicationMaster:
     def _spare_gone(self, container: Any) -> None:
         """A spare's container ended while it waited: forgotten, asked for again (within the bound) by the loop."""
         spares = self.registry.spares
-        spare = spares.gone(container.id) if spares is not None else None
+        if spares is None or self.registry.ending:  # told to stop at the attempt's end: not lost
+            return
+        spare = spares.gone(container.id)
         if spare is None:
             return
         line = (f"{spare.id} lost on {spare.host or '?'} (container {container.yarn_container_id or '?'}): "

@@ -203,6 +203,11 @@ class Registry:
             state, index = spares.answer(spare_id)
         return state, index
 
+    @property
+    def ending(self) -> bool:
+        """The attempt is over: what still runs was told to stop."""
+        return self._attempt_over.is_set()
+
     def is_released(self, container_id: str) -> bool:
         return bool(container_id) and container_id in self._released
 

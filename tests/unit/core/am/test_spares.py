@@ -155,3 +155,36 @@ def test_a_spares_replaced_line_says_so():
     tracker.spare_took("worker:1")
     assert tracker.started("worker:1", "h3", "c9", 103.25) == (
         "worker:1 lost on h2 (container c2, exit code 137); replaced by spare on h3 (container c9) after 3.2s")
+
+
+def test_spares_of_a_spread_worker_type_are_refused_in_one_line():
+    import pytest
+
+    from tony_airflow.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^spares: 1 — a spread worker's spare would have no host of its own; "
+                                         r"allowed: 0 with --spread worker$"):
+        build_job_spec({"cluster_requirement": "worker:2", "command": "x", "framework": "pytorch", "elastic": "1:2",
+                        "spares": 1, "spread": "worker"}, check_paths=False)
+
+
+def test_a_spare_that_ends_when_told_to_stop_at_the_attempts_end_is_not_lost():
+    master = ApplicationMaster(JOB, "s" * 64, FakeApp(), "application_1_0001", "h", EventLog("application_1_0001"))
+    reg = master.registry
+    reg.new_attempt(1)
+    assert reg.spares is not None
+    spare_id = reg.spares.ask(0.0)
+    reg.spares.launched(spare_id, "worker_5")
+    ended = SimpleNamespace(id="worker_5", yarn_container_id="c5", exit_message="", state="SUCCEEDED")
+    reg.end_attempt()
+    master._spare_gone(ended)
+    assert reg.spares.lost == 0 and not [e for e in master.history.events if e["event"] == ev.SPARE_LOST]
+    reg.new_attempt(2)
+    assert reg.spares is not None
+    spare_id = reg.spares.ask(0.0)
+    reg.spares.launched(spare_id, "worker_6")
+    master._spare_gone(SimpleNamespace(id="worker_6", yarn_container_id="c6", exit_message="Exit code: 137",
+                                       state="FAILED"))
+    assert reg.spares.lost == 1 and reg.spares.to_ask() == 1
+    assert [e["line"] for e in master.history.events if e["event"] == ev.SPARE_LOST] == [
+        "spare-1 lost on ? (container c6): Exit code: 137"]
