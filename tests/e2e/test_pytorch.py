@@ -104,10 +104,12 @@ def test_a_program_written_for_tony_runs_unchanged(local_cluster, rm):
 
 
 def test_an_elastic_job_replaces_a_killed_worker_and_the_others_keep_running(local_cluster, rm, monkeypatch):
-    """--elastic 1:2: worker:1's container SIGKILLed mid-training (every process of it, as a lost host or
-    YARN's kill would) -> one replacement container; the master's and worker 0's containers keep theirs, the
-    group re-forms, the training resumes from rank 0's checkpoint and the job SUCCEEDS in its one attempt.
-    A deferred Airflow sensor watches it: the lost and the replaced worker are in its task's log."""
+    """--elastic 1:2 --spares 1 (issue 54): worker:1's container SIGKILLed mid-training (every process of it, as
+    a lost host or YARN's kill would) -> the spare, up and waiting since the start, takes its place and a new
+    spare is asked for and comes up; the master's and worker 0's containers keep theirs, the group re-forms,
+    the training resumes from rank 0's checkpoint and the job SUCCEEDS in its one attempt. A deferred Airflow
+    sensor watches it: the lost and the replaced worker are in its task's log. (The no-spare path: the
+    elastic tests of test_output_by_writer.py and test_secure_hosts.py.)"""
     out = "/tmp/e2e/torch-elastic"
     monkeypatch.setenv("AIRFLOW_CONN_YARN_DEFAULT", "")  # the watcher sets it; restored after the test
     watched: dict = {}
@@ -118,32 +120,39 @@ def test_an_elastic_job_replaces_a_killed_worker_and_the_others_keep_running(loc
                                          daemon=True))
         watchers[0].start()
 
-    killed = torch_elastic.run_and_kill_a_worker(out, "torch-elastic", on_submitted=watch)
+    killed = torch_elastic.run_and_kill_a_worker(out, "torch-elastic", *torch_elastic.ONE_SPARE, on_submitted=watch)
     assert killed.returncode == 0, killed.stderr[-3000:]
     app_id = killed.app_id
     report = rm.application(app_id)
     assert report.final_status == "SUCCEEDED", report.diagnostics
     job = load_by_id(HistoryStore.open(), app_id, rm=rm)
     assert len(job.attempts) == 1, [a.reason for a in job.attempts]
-    assert len(job.attempts[0].replaced) == 1 and "replaced on" in job.attempts[0].replaced[0], job.attempts[0].replaced
+    assert len(job.attempts[0].replaced) == 1 and "replaced by spare on" in job.attempts[0].replaced[0], \
+        job.attempts[0].replaced
     by_task = _containers_by_task(killed.events)
     assert len(by_task["master:0"]) == 1 and len(by_task["worker:0"]) == 1, by_task  # they kept their containers
     assert len(by_task["worker:1"]) == 2 and by_task["worker:1"][0] == killed.container != by_task["worker:1"][1], \
         by_task
+    spares_asked = [e["spare"] for e in killed.events if e["event"] == "SPARE_REQUESTED"]
+    spares_up = {e["container_id"]: e["spare"] for e in killed.events if e["event"] == "SPARE_WAITING"}
+    assert spares_asked == ["spare-1", "spare-2"], spares_asked  # one at the start, a new one after the place taken
+    assert spares_up.get(by_task["worker:1"][1]) == "spare-1", (spares_up, by_task)  # the spare became worker:1
+    assert "spare-2" in spares_up.values(), spares_up  # ... and the new spare came up and waited until the end
+    assert not [e for e in killed.events if e["event"] == "SPARE_LOST"], killed.events
     replaced, stepping = torch_elastic.recovery_seconds(killed, aggregated_logs(rm, app_id))
-    record("elastic: worker container SIGKILLed -> its replacement running", replaced)
-    record("elastic: worker container SIGKILLed -> training stepping again", stepping)
+    record("elastic, 1 spare: worker container SIGKILLed -> the spare running as it", replaced)
+    record("elastic, 1 spare: worker container SIGKILLed -> training stepping again", stepping)
     metrics = _metrics(out)
     # the group re-formed and every rank loaded rank 0's checkpoint: torchelastic counts a restart only when its
     # own workers failed, not when it restarts them for a node that joined (the kill between two collectives)
     assert metrics["resumed_at_epoch"] > 0, metrics
     assert metrics["world_size"] == 3 and len({r["parameters"] for r in metrics["ranks"]}) == 1, metrics
     assert {r["rank"]: r["task"] for r in metrics["ranks"]}[0] == "master:0", metrics["ranks"]
-    assert "worker:1 lost on" in killed.stderr and "replaced on" in killed.stderr, killed.stderr[-3000:]
+    assert "worker:1 lost on" in killed.stderr and "replaced by spare on" in killed.stderr, killed.stderr[-3000:]
     watchers[0].join(timeout=120)
     assert watched.get("event", {}).get("status") == "success", watched
     deferred_log = "\n".join(watched["log"])
-    assert "worker:1 lost on" in deferred_log and "replaced on" in deferred_log, deferred_log[-3000:]
+    assert "worker:1 lost on" in deferred_log and "replaced by spare on" in deferred_log, deferred_log[-3000:]
 
 
 def _containers_by_task(events: list[dict]) -> dict[str, list[str]]:

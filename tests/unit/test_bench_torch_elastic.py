@@ -28,3 +28,11 @@ def test_the_times_count_from_the_kill_and_take_the_first_epoch_after_it():
 def test_no_epoch_after_the_kill_is_said():
     with pytest.raises(RuntimeError, match="no epoch was printed after the kill"):
         recovery_seconds(_run([{"event": "WORKER_REPLACED", "time": KILLED_AT + 1}]), LOGS.splitlines()[0])
+
+
+def test_each_variant_is_judged_against_its_own_aim_and_a_miss_is_said():
+    from bench.torch_elastic import verdict
+
+    assert verdict("1 spare", [4.0, 9.9]) == "1 spare: slowest 9.9 s against 10 s: aim met"
+    assert verdict("1 spare", [4.0, 12.5]) == "1 spare: slowest 12.5 s against 10 s: aim missed"
+    assert verdict("no spare", [21.4]) == "no spare: slowest 21.4 s against 30 s: aim met"

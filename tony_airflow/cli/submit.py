@@ -125,6 +125,8 @@ def add_job_options(p: argparse.ArgumentParser) -> None:
                        help="torchrun's processes per container: <n>, <type>:<n>")
     torch.add_argument(*spellings("--elastic"), metavar="MIN:MAX",
                        help="go on with MIN..MAX workers; replace lost ones")
+    torch.add_argument(*spellings("--spares"), metavar="N",
+                       help="with --elastic: N waiting worker containers that take a lost one's place")
 
 
 def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -145,6 +147,7 @@ def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "python": args.python, "framework": args.framework, "history_dir": args.history_dir,
         "spread": ",".join(args.spread) if args.spread else None, "am_node_label": args.am_node_label,
         "nproc_per_node": args.nproc_per_node, "elastic": args.elastic,
+        "spares": args.spares,
     }
     for key, value in simple.items():
         if value is not None:

@@ -74,6 +74,8 @@ INPUT_DIR = "tony-input"    # an hdfs:// input, copied in
 OUTPUT_DIR = "tony-output"  # an hdfs:// output, mirrored
 
 
+SPARE = "/v1/spare"  # an elastic job's spare waits for a lost worker's place (core/am/spares.py)
+ENV_SPARE = "TONY_SPARE"  # a spare's launch environment: its id ("spare-N"); absent for a task's container
 RENDEZVOUS = "/v1/rendezvous"  # an elastic job's torchrun agents (core/am/rendezvous.py)
 RENDEZVOUS_BACKEND = "tony"    # torchrun's --rdzv-backend name of the AM-kept rendezvous
 ELASTIC_RENDEZVOUS_ENV = "TONY_ELASTIC_RENDEZVOUS"  # a job's env: "tony" (the default) or "c10d" (the old way)
@@ -204,6 +206,16 @@ class Register:
     attempt: int
     host: str
     port: int
+    container_id: str = ""
+
+
+@dataclass(frozen=True)
+class SpareWaits:
+    """A spare's executor, waiting for a place (POST /v1/spare?wait=S)."""
+
+    spare: str
+    attempt: int
+    host: str
     container_id: str = ""
 
 

@@ -54,6 +54,7 @@ DEFAULT_FREE_RETRIES = 5
 DEFAULT_AM_ATTEMPTS = 2  # YARN's own default for yarn.resourcemanager.am.max-attempts, the most it allows
 DEFAULT_AM_ATTEMPTS_VALIDITY_S = 3600.0  # a week-long job survives an AM failure every hour or so
 MAX_FREE_RETRIES = 100
+MAX_SPARES = 64  # waiting containers an elastic job may hold beside its workers
 DEFAULT_UNTRACKED = ("ps",)
 DEFAULT_SIDECARS = ("tensorboard",)
 ROLES = ("tracked", "untracked", "sidecar")
@@ -155,6 +156,9 @@ class JobSpec:
     # replaces a lost worker's container without restarting the others (core/am/elastic.py). 0: not elastic.
     elastic_min: int = 0
     elastic_max: int = 0
+    # elastic only: worker containers started beside the workers that wait, executor up, to take a lost
+    # worker's place at once (core/am/spares.py); the AM asks for a new one after each. 0: none.
+    spares: int = 0
 
     # ------------------------------------------------------------ views
     def cluster_types(self) -> list[str]:
@@ -234,6 +238,12 @@ class JobSpec:
         if chosen is not None and chosen.strip().lower() not in ("tony", "c10d"):
             raise UsageError(f"env: TONY_ELASTIC_RENDEZVOUS={chosen} — no such rendezvous; allowed: tony (the AM's, "
                              "the default) or c10d (torchrun's, in the rank-0 container)")
+        if self.spares and not self.elastic_max:
+            raise UsageError(f"spares: {self.spares} — spares take a lost elastic worker's place; allowed: 0, or "
+                             "N >= 1 with --elastic MIN:MAX")
+        if self.spares and "worker" in self.spread:
+            raise UsageError(f"spares: {self.spares} — a spread worker's spare would have no host of its own; "
+                             "allowed: 0 with --spread worker")
         if not self.elastic_max:
             return
         shown = f"{self.elastic_min}:{self.elastic_max}"
@@ -424,7 +434,7 @@ JOB_FILE_KEYS = {
     "client", "max_attempts", "max_free_retries", "timeouts", "tracked", "untracked",
     "am_attempts", "am_attempts_validity", "sidecar", "framework", "python", "am_memory", "am_vcores",
     "heartbeat_interval", "stop_grace", "history_dir", "spread", "am_node_label", "nproc_per_node",
-    "elastic",
+    "elastic", "spares",
 }
 # Who submits, not what runs: read by the front end (a KerberosLogin), never in the job's spec (the keytab
 # reaches the AM alone, as a private file: core/am/token_renewal.py).
@@ -484,6 +494,11 @@ def _as_list(value: Any, field_name: str) -> list[str]:
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
     raise UsageError(f"{field_name}: expected a list or a comma-separated string, not {type(value).__name__}")
+
+
+def _or_zero(value: Any) -> Any:
+    """An absent or empty count (a front end's unset field) is 0."""
+    return 0 if value is None or (isinstance(value, str) and not value.strip()) else value
 
 
 def _elastic_option(value: Any) -> tuple[int, int]:
@@ -664,6 +679,7 @@ def build_job_spec(options: Mapping[str, Any], check_paths: bool = True,
         am_node_label=str(opts.get("am_node_label") or "").strip(),
         elastic_min=elastic[0],
         elastic_max=elastic[1],
+        spares=parse_count(_or_zero(opts.get("spares")), "spares", minimum=0, maximum=MAX_SPARES),
     )
     return spec.validate(check_paths=check_paths)
 

@@ -34,7 +34,7 @@ SEED_KEYS = ("cluster_requirement", "task_command", "task_memory", "task_vcores"
              "output", "script", "docker_image", "docker_runtime", "docker_engine", "docker_mounts", "docker_user",
              "name", "queue", "max_attempts", "max_free_retries", "am_attempts",
              "am_attempts_validity", "tensorboard", "framework", "python", "tracked", "untracked", "sidecar", "tags",
-             "spread", "am_node_label", "nproc_per_node", "elastic")
+             "spread", "am_node_label", "nproc_per_node", "elastic", "spares")
 # TonY's Azkaban jobtype keys
 TONY_KEYS = ("executes", "task_params", "src_dir", "python_venv", "python_binary_path", "tensorboard_log_dir")
 TONY_APPLICATION_KEYS = {"tony.application.name": "name", "tony.application.tags": "tags",

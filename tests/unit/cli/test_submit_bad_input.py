@@ -58,6 +58,13 @@ CASES = [
     (["-r", "ps:1", "cmd"], "tracked: no tracked type decides the outcome"),
     (["-r", "worker:1", "--command", "ps=echo", "cmd"], "--command: names unknown type 'ps'"),
     (["-r", "worker:1", "--command", "noequals", "cmd"], "--command: 'noequals' is malformed"),
+    (["-r", "worker:2", "--framework", "pytorch", "--spares", "1", "cmd"], "spares: 1 — spares take a lost elastic"),
+    (["-r", "worker:2", "--framework", "pytorch", "--elastic", "1:2", "--spares", "-1", "cmd"],
+     "spares: -1 is too small; allowed: a whole number from 0 to 64"),
+    (["-r", "worker:2", "--framework", "pytorch", "--elastic", "1:2", "--spares", "one", "cmd"],
+     "spares: 'one' is not a whole number"),
+    (["-r", "worker:2", "--framework", "pytorch", "--elastic", "1:2", "--spares", "65", "cmd"],
+     "spares: 65 is too large; allowed: at most 64"),
     (["-r", "worker:1", "--framework", "mxnet", "cmd"], "framework: 'mxnet' is not supported"),
     (["--conf", "/no/such/job.yaml"], "conf: /no/such/job.yaml does not exist"),
     (["-r", "worker:1", "--history-dir", "relative/dir", "cmd"], "history_dir: 'relative/dir' is not an absolute"),
@@ -126,3 +133,11 @@ def test_spec_json_roundtrip():
 
     assert JobSpec.from_json(job.to_json()) == job
     assert job.tasks["tensorboard"].role == "sidecar"
+
+
+def test_spares_ride_with_an_elastic_job_and_default_to_none():
+    base = {"cluster_requirement": "worker:2", "command": "x", "framework": "pytorch", "elastic": "1:2"}
+    assert build_job_spec(base, check_paths=False).spares == 0
+    spec = build_job_spec({**base, "spares": "2"}, check_paths=False)
+    assert spec.spares == 2
+    assert type(spec).from_json(spec.to_json()).spares == 2

@@ -98,8 +98,9 @@ def test_a_pytorch_job_by_tonys_framework_key_with_torchrun_processes_per_contai
     props = _props(tmp_path, "\n".join([
         "type=tensorflow", "tony.application.framework=pytorch", "tony.master.instances=1",
         "tony.worker.instances=2", "nproc_per_node=worker:2", "task_command=torchrun train.py", "elastic=1:2",
+        "spares=1",
     ]))
     job = build_job_spec(job_options(props))
     assert job.framework == "pytorch"
     assert (job.tasks["master"].nproc_per_node, job.tasks["worker"].nproc_per_node) == (1, 2)
-    assert (job.elastic_min, job.elastic_max) == (1, 2)
+    assert (job.elastic_min, job.elastic_max, job.spares) == (1, 2, 1)

@@ -255,11 +255,11 @@ def test_operator_pushes_xcoms_at_submit_and_final_status_at_the_end(fake_rm, mo
 def test_operator_submits_a_pytorch_job_with_torchrun_processes_and_an_elastic_range(fake_rm, monkeypatch):
     """Issue #42: framework, nproc_per_node and elastic are the operator's own arguments."""
     op, client = _operator(fake_rm, monkeypatch, cluster_requirement="master:1,worker:2", framework="pytorch",
-                           nproc_per_node="worker:2", elastic="1:2", command="torchrun train.py")
+                           nproc_per_node="worker:2", elastic="1:2", spares=1, command="torchrun train.py")
     op.execute(task_context())
     job = client.submitted[0]
-    assert (job.framework, job.tasks["worker"].nproc_per_node, job.elastic_min, job.elastic_max) == \
-        ("pytorch", 2, 1, 2)
+    assert (job.framework, job.tasks["worker"].nproc_per_node, job.elastic_min, job.elastic_max, job.spares) == \
+        ("pytorch", 2, 1, 2, 1)
 
 
 def test_operator_logs_on_state_changes_only(fake_rm, monkeypatch, caplog):

@@ -46,9 +46,11 @@ def lost_line(task_id: str, host: str, container: str, exit_code: int | None) ->
     return f"{task_id} lost on {host or '?'} (container {container or '?'}, exit code {exit_code})"
 
 
-def replaced_line(lost: str, host: str, container: str, seconds: float) -> str:
-    """What the history, the progress line and the AM's log say once the replacement runs."""
-    return f"{lost}; replaced on {host or '?'} (container {container or '?'}) after {seconds:.1f}s"
+def replaced_line(lost: str, host: str, container: str, seconds: float, by_spare: bool = False) -> str:
+    """What the history, the progress line and the AM's log say once the replacement (a spare: core/am/spares.py)
+    runs."""
+    by = "by spare on" if by_spare else "on"
+    return f"{lost}; replaced {by} {host or '?'} (container {container or '?'}) after {seconds:.1f}s"
 
 
 class Replacements:
@@ -57,11 +59,17 @@ class Replacements:
 
     def __init__(self) -> None:
         self.pending: dict[str, tuple[str, float]] = {}
+        self.by_spare: set[str] = set()  # pending task ids whose place a spare took (core/am/spares.py)
         self.count = 0
 
     def asked(self, task_id: str, lost: str, at: float) -> None:
         self.pending[task_id] = (lost, at)
+        self.by_spare.discard(task_id)
         self.count += 1
+
+    def spare_took(self, task_id: str) -> None:
+        """The replacement asked for is a spare's (its line says so)."""
+        self.by_spare.add(task_id)
 
     def waiting_since(self) -> dict[str, float]:
         """For the policy (policy.decide's `replacing`)."""
@@ -70,7 +78,9 @@ class Replacements:
     def started(self, task_id: str, host: str, container: str, now: float) -> str:
         """The replacement of `task_id` runs: its line (elastic.replaced_line)."""
         lost, at = self.pending.pop(task_id)
-        return replaced_line(lost, host, container, now - at)
+        spare = task_id in self.by_spare
+        self.by_spare.discard(task_id)
+        return replaced_line(lost, host, container, now - at, by_spare=spare)
 
     def turn(self, job: JobSpec, tasks: Mapping[tuple[str, int], TaskView],
              now: float) -> tuple[list[tuple[str, str]], list[tuple[tuple[str, int], str]]]:
@@ -87,6 +97,7 @@ class Replacements:
                     continue  # still coming
                 if task.started_at is None:  # lost before it registered: asked for again below, timed from now
                     del self.pending[task.id]
+                    self.by_spare.discard(task.id)
                 else:
                     started.append((task.id, self.started(task.id, task.host, task.yarn_container_id, now)))
             if replaceable(job, task, self.count):

@@ -342,6 +342,9 @@ class ApplicationMaster:
                     self._refresh_waiting(attempt)
             if self.job.elastic_max and reg.spec_published:
                 await self._replace_lost_workers(attempt)
+            if reg.spares is not None and reg.spec_published and reg.spares.to_ask():
+                # once the gang formed: a spare never takes the room a worker of a forming gang waits for
+                await self._ask_spares(attempt)
             outcome = self._decide(attempt_start)
             if outcome is None:
                 reg.changed.clear()
@@ -437,8 +440,32 @@ class ApplicationMaster:
                               container_id=task.yarn_container_id, exit_code=task.exit_code, line=line)
             self._container_of.pop(task.container_id, None)
             reg.replace(key)
-            reg.notice = f"{line}: replacing it"
-            await self._request_containers(attempt, [key])
+            spare = reg.take_spare(key)
+            if spare is None:
+                reg.notice = f"{line}: replacing it"
+                await self._request_containers(attempt, [key])
+                continue
+            self._replacements.spare_took(task.id)
+            self._container_of[spare.container_id] = key
+            log.warning("attempt %d: %s takes the place of %s (on %s, container %s); asking YARN for a new spare",
+                        attempt, spare.id, task.id, spare.host or "?", spare.yarn_container_id or "?")
+            reg.notice = f"{line}: {spare.id} on {spare.host or '?'} takes its place"
+            await self._ask_spares(attempt)
+
+    async def _ask_spares(self, attempt: int) -> None:
+        """Elastic with `--spares N`: the missing spares, asked for like a worker (the same service: resources,
+        image, environment) and named in their environment as spares (core/am/spares.py)."""
+        spares = self.registry.spares
+        if spares is None:
+            return
+        service = "worker"  # a spread worker type has no spares (JobSpec._check_elastic)
+        for _ in range(spares.to_ask()):
+            spare_id = spares.ask(time.time())
+            env = {**protocol.launch_env("worker", 0, attempt, self.address, self.app_id), protocol.ENV_SPARE: spare_id}
+            container = await asyncio.to_thread(self.app.add_container, service, env)
+            spares.launched(spare_id, container.id)
+            log.info("attempt %d: asked YARN for %s (skein container %s)", attempt, spare_id, container.id)
+            self.history.emit(ev.SPARE_REQUESTED, attempt=attempt, spare=spare_id, container=container.id)
 
     # ------------------------------------------------------------------ gang
     def _yarn_keys(self) -> list[tuple[str, int]]:
@@ -543,9 +570,13 @@ class ApplicationMaster:
     async def _poll_containers(self) -> None:
         containers = await asyncio.to_thread(self.app.get_containers, None, list(skein.model.ContainerState))
         unreported: list[tuple[tuple[str, int], str]] = []
+        spares = self.registry.spares
+        spare_containers = spares.containers() if spares is not None else {}
         for c in containers:
             key = self._container_of.get(c.id)
             if key is None:
+                if c.id in spare_containers and str(c.state) in ("SUCCEEDED", "FAILED", "KILLED"):
+                    self._spare_gone(c)
                 continue
             state = str(c.state)
             node_http = getattr(c, "yarn_node_http_address", "") or ""
@@ -563,6 +594,20 @@ class ApplicationMaster:
             await asyncio.sleep(0.5)  # one moment for the executors' own exit reports to arrive, for all of them
             for key, message in unreported:
                 self.registry.container_gone(key, message)
+
+    def _spare_gone(self, container: Any) -> None:
+        """A spare's container ended while it waited: forgotten, asked for again (within the bound) by the loop."""
+        spares = self.registry.spares
+        if spares is None or self.registry.ending:  # told to stop at the attempt's end: not lost
+            return
+        spare = spares.gone(container.id)
+        if spare is None:
+            return
+        line = (f"{spare.id} lost on {spare.host or '?'} (container {container.yarn_container_id or '?'}): "
+                f"{container.exit_message or container.state}")
+        log.warning("attempt %d: %s", self.registry.attempt, line)
+        self.history.emit(ev.SPARE_LOST, attempt=self.registry.attempt, spare=spare.id, host=spare.host,
+                          container_id=container.yarn_container_id, line=line)
 
     async def _blame_lost_hosts(self, attempt: int, outcome: Outcome) -> tuple[Outcome, list[hosts.LostHost]]:
         """A failed attempt whose tasks lost their host: say so first (the survivors' errors follow from it)."""
@@ -636,7 +681,8 @@ class ApplicationMaster:
             await self._poll_containers()
         if lost and await_verdict:
             await self._await_verdict(lost)
-        for cid in list(self._container_of):
+        spares = set(reg.spares.containers()) if reg.spares is not None else set()  # told to stop: going
+        for cid in list(self._container_of) + sorted(spares):
             try:
                 await asyncio.to_thread(self.app.kill_container, cid)
             except Exception:  # already finished: nothing to kill
@@ -644,7 +690,7 @@ class ApplicationMaster:
         deadline = time.time() + 30
         while time.time() < deadline:
             live = [c for c in await asyncio.to_thread(self.app.get_containers)
-                    if c.id in self._container_of]
+                    if c.id in self._container_of or c.id in spares]
             if not live:
                 break
             await asyncio.sleep(TICK_S)

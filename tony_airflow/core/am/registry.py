@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tony_airflow.core.am import spares as spare_rules
 from tony_airflow.core.am.rendezvous import Rendezvous
 from tony_airflow.core.am.training import TrainingStore
 from tony_airflow.core.history import events as ev
@@ -94,6 +95,8 @@ class Registry:
         self.sealed_hdfs_token = ""       # the newest HDFS token from the job's keytab, sealed (token_renewal.py)
         self.rendezvous: Rendezvous | None = None  # an elastic job's torchrun rendezvous (core/am/rendezvous.py)
         self.training = TrainingStore(listener)  # how far the training is, from the programs' reports
+        self.spares: spare_rules.Spares | None = None  # an elastic job's spares (core/am/spares.py)
+        self._spare_told = asyncio.Event()  # a spare was told to take a place: every waiting spare looks again
 
     # ------------------------------------------------------------- attempts
     def new_attempt(self, attempt: int) -> None:
@@ -119,6 +122,8 @@ class Registry:
             others = sum(self.job.tasks[t].instances for t in self.job.cluster_types()) - self.job.elastic_max
             self.rendezvous = Rendezvous(f"{self.app_id}-{attempt}", self.job.elastic_min + others,
                                          self.job.elastic_max + others, chief=chief)
+        self.spares = (spare_rules.Spares(self.job.spares, self.job.max_free_retries)
+                       if self.job.elastic_max and self.job.spares else None)
         self.training.new_attempt(attempt)
         self._notify()
 
@@ -169,6 +174,44 @@ class Registry:
         self._notify()
         self._tell_stop()
         return old
+
+    def take_spare(self, key: tuple[str, int]) -> spare_rules.Spare | None:
+        """A lost worker's place (after `replace`) goes to the spare waiting longest, told at once."""
+        spare = self.spares.take(key) if self.spares is not None else None
+        if spare is not None:
+            self.tasks[key].container_id = spare.container_id
+            told, self._spare_told = self._spare_told, asyncio.Event()
+            told.set()
+        return spare
+
+    async def wait_spare(self, spare_id: str, attempt: int, host: str, container_id: str,
+                         timeout: float) -> tuple[str, int | None]:
+        """A spare's long poll: (TAKE, index) once it is told a place, (WAIT, None) after `timeout`, (STOP, None)
+        when the attempt is over or the AM holds no such spare. Its first call says it waits (SPARE_WAITING)."""
+        spares = self.spares
+        if attempt != self.attempt or spares is None or self._attempt_over.is_set():
+            return spare_rules.STOP, None
+        if spares.waits(spare_id, host, container_id, time.time()):
+            spare = spares.by_id[spare_id]
+            if self.listener is not None:
+                self.listener(ev.SPARE_WAITING, attempt=attempt, spare=spare_id, host=host, container_id=container_id,
+                              line=spare_rules.waited_line(spare, time.time()))
+            self._notify()
+        state, index = spares.answer(spare_id)
+        if state == spare_rules.WAIT:
+            waiters = [asyncio.ensure_future(self._spare_told.wait()), asyncio.ensure_future(self._attempt_over.wait())]
+            _, pending = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            for fut in pending:
+                fut.cancel()
+            if self._attempt_over.is_set() or attempt != self.attempt:
+                return spare_rules.STOP, None
+            state, index = spares.answer(spare_id)
+        return state, index
+
+    @property
+    def ending(self) -> bool:
+        """The attempt is over: what still runs was told to stop."""
+        return self._attempt_over.is_set()
 
     def is_released(self, container_id: str) -> bool:
         return bool(container_id) and container_id in self._released

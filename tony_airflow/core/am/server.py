@@ -168,6 +168,17 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         return await spec_answer(request, msg.attempt, wait, (msg.type, msg.index), msg.container_id,
                                  prefix=registered)
 
+    async def spare(request: web.Request) -> web.Response:
+        """An elastic job's spare waits (a long poll, `?wait=S`) to be told the lost worker it becomes
+        (core/am/spares.py): {"state": "take", "index": N}, {"state": "wait"} (ask again) or {"state": "stop"}."""
+        try:
+            wait = _wait_of(request, default=LONG_POLL_S)
+        except ValueError:
+            return web.json_response({"error": "wait must be a number of seconds"}, status=400)
+        msg = await message(request, protocol.SpareWaits)
+        state, index = await registry.wait_spare(msg.spare, msg.attempt, msg.host, msg.container_id, wait)
+        return web.json_response({"state": state, "index": index})
+
     async def cluster_spec(request: web.Request) -> web.StreamResponse:
         try:
             attempt = int(request.query.get("attempt", "0"))
@@ -315,6 +326,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
     app.router.add_post(protocol.OUTPUT, output_in)
     app.router.add_get(OUTPUT_PATH, output_out)
     app.router.add_post(protocol.RENDEZVOUS, rendezvous)
+    app.router.add_post(protocol.SPARE, spare)
     app.router.add_post(protocol.TRAINING, training_in)
     app.router.add_get(protocol.TRAINING_JSON, training_json)
     app.router.add_get(protocol.STATUS_JSON, status_json)

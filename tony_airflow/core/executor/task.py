@@ -28,6 +28,7 @@ from tony_airflow.core.executor.child import UserProcess
 from tony_airflow.core.executor.output_commit import Mirror, is_hdfs
 from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
+from tony_airflow.core.executor.spare import wait_for_place
 from tony_airflow.core.executor.staging import stage_input
 from tony_airflow.core.executor.status_channel import Relay, StatusEndpoint, program_env, ship_helper
 from tony_airflow.core.executor.tensorboard_scalars import TensorBoardScalars
@@ -607,8 +608,14 @@ def main(lookup: Lookup | None = None) -> None:
     secret = Path(protocol.SECRET_FILE).read_text().strip()
     if lookup is not None:
         os.environ.update(lookup.result())
-    me, am_address = identity(os.environ)
     host = os.environ.get("NM_HOST") or os.uname().nodename
+    if protocol.ENV_SPARE in os.environ:  # an elastic job's spare: waits to become a lost worker (spare.py)
+        index = wait_for_place(RegistryClient(os.environ[protocol.ENV_AM_ADDRESS], secret), os.environ, host,
+                               job.timeouts.heartbeat or AM_LOST_DEFAULT_S)
+        if index is None:
+            sys.exit(0)
+        os.environ[protocol.ENV_TASK_INDEX] = str(index)
+    me, am_address = identity(os.environ)
     executor = Executor(job, me, RegistryClient(am_address, secret), host)
     signal.signal(signal.SIGTERM, executor.on_sigterm)
     sys.exit(executor.run())

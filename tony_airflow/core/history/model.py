@@ -172,12 +172,14 @@ class JobHistory:
         elif kind == ev.WORKER_REPLACED:
             replaced = self._attempt(e).replaced
             line = str(e.get("line") or "")
-            lost = line.split("; replaced on", 1)[0]
+            lost = line.split("; replaced ", 1)[0]  # "; replaced on …" or a spare's "; replaced by spare on …"
             pending = [i for i, x in enumerate(replaced) if x.startswith(lost + ";")]
             if pending:
                 replaced[pending[-1]] = line
             else:
                 replaced.append(line)
+        elif kind == ev.SPARE_LOST:  # a spare lost while it waited (core/am/spares.py): asked for again
+            self._attempt(e).replaced.append(f"{e.get('line') or e.get('spare', '?')}; a new spare was asked for")
         elif kind == ev.GANG_REQUESTED:
             self._attempt(e).gang.append(f"asked again for its {e.get('containers', '?')} containers")
         elif kind == ev.TRAINING:

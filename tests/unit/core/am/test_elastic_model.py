@@ -143,3 +143,98 @@ class ElasticReplacement(RuleBasedStateMachine):
 ElasticReplacement.TestCase.settings = settings(
     max_examples=int(os.environ.get("TONY_ELASTIC_EXAMPLES", "200")), stateful_step_count=30, deadline=None)
 TestElasticReplacement = ElasticReplacement.TestCase
+
+
+SPARE_JOB = build_job_spec({"cluster_requirement": "master:1,worker:3", "command": "torchrun t.py",
+                            "framework": "pytorch", "elastic": "1:3", "spares": 1, "max_free_retries": 4,
+                            "timeouts": {"allocation": 0}})
+
+
+class ElasticReplacementWithSpares(ElasticReplacement):
+    """The same, with `--spares 1` (core/am/spares.py): spares are asked for, come up and wait, are lost while
+    they wait, take a lost worker's place (then register as it, or are lost before: asked for again). More
+    invariants: never more spares kept than wanted, and after each AM turn exactly as many as wanted while the
+    losses stay in the bound; a spare is told one place, the one it takes; a lost spare is told to stop; a place
+    a spare took says so in its replaced line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reg.job = SPARE_JOB
+        self.reg.new_attempt(1)  # the attempt again, now with its spares
+        self.live, self.address, self.lost, self.waiting = {}, {}, [], {}
+        self.pending = elastic.Replacements()
+        for key in JOB.task_ids():
+            self._start(key)
+        self.gone_spares: list[str] = []
+        self.spare_containers: set[str] = set()  # YARN's ids of the spares' containers
+        self._ask_spares()
+
+    def _ask_spares(self) -> None:
+        spares = self.reg.spares
+        assert spares is not None
+        for _ in range(spares.to_ask()):
+            spare_id = spares.ask(0.0)
+            spares.launched(spare_id, f"worker_{spare_id}")
+
+    def _replace(self) -> None:
+        started, lost = self.pending.turn(JOB, self.reg.tasks, 0.0)
+        for task_id, line in started:  # a place a spare took says so, and only such a place
+            type_, index = task_id.split(":")
+            by_spare = self.reg.tasks[(type_, int(index))].yarn_container_id in self.spare_containers
+            assert ("replaced by spare on" in line) == by_spare, line
+        for key, _line in lost:
+            self.reg.replace(key)
+            spare = self.reg.take_spare(key)
+            if spare is None:
+                self.waiting[key] = self._container()
+                continue
+            self.pending.spare_took(f"{key[0]}:{key[1]}")
+            assert self.reg.spares is not None and self.reg.spares.answer(spare.id) == ("take", key[1])
+            assert self.reg.tasks[key].container_id == spare.container_id
+            self.waiting[key] = spare.yarn_container_id
+        self._ask_spares()
+        spares = self.reg.spares
+        assert spares is not None
+        kept = sum(s.takes is None for s in spares.by_id.values())
+        assert kept == spares.wanted or spares.lost > spares.bound
+
+    @rule(data=st.data())
+    def a_spare_comes_up_and_waits(self, data) -> None:
+        spares = self.reg.spares
+        assert spares is not None
+        coming = sorted(s.id for s in spares.by_id.values() if s.waiting_since is None)
+        if not coming:
+            return
+        spare_id = data.draw(st.sampled_from(coming))
+        container = self._container()
+        self.spare_containers.add(container)
+        assert spares.waits(spare_id, "hs", container, 0.0)
+        assert not spares.waits(spare_id, "hs", "again", 0.0)  # said once
+        assert spares.answer(spare_id) == ("wait", None)
+
+    @rule(data=st.data())
+    def a_spare_is_lost_while_it_waits(self, data) -> None:
+        spares = self.reg.spares
+        assert spares is not None
+        kept = sorted(spares.containers())
+        if not kept:
+            return
+        container = data.draw(st.sampled_from(kept))
+        spare = spares.gone(container)
+        assert spare is not None and spares.answer(spare.id) == ("stop", None)
+        self.gone_spares.append(spare.id)
+
+    @invariant()
+    def spares_are_kept_and_told_one_place_each(self) -> None:
+        spares = self.reg.spares
+        assert spares is not None
+        assert sum(s.takes is None for s in spares.by_id.values()) <= spares.wanted
+        assert all(spares.answer(s) == ("stop", None) for s in self.gone_spares)
+        taken = [s.takes for s in spares.by_id.values() if s.takes is not None]
+        assert len(taken) == spares.took
+        assert all(spares.gone(s.container_id) is None for s in spares.by_id.values() if s.takes is not None)
+
+
+ElasticReplacementWithSpares.TestCase.settings = settings(
+    max_examples=int(os.environ.get("TONY_ELASTIC_EXAMPLES", "200")), stateful_step_count=30, deadline=None)
+TestElasticReplacementWithSpares = ElasticReplacementWithSpares.TestCase

@@ -100,6 +100,8 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         ``"worker:2"`` (default 1)
     :param elastic: PyTorch: ``"MIN:MAX"`` workers; a lost worker's container is replaced without restarting
         the others (MAX is the number of workers)
+    :param spares: with ``elastic``: worker containers started beside the workers that wait to take a lost
+        worker's place at once; the AM asks for a new one after each (default 0)
     :param application_name: the YARN application name (``ytf-submit -n``)
     :param node_label: YARN node label, ``"LABEL"`` or ``"TYPE:LABEL"`` (``--node-label``)
     :param env: environment variables for every task (``--env``)
@@ -156,6 +158,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         framework: str | None = None,
         nproc_per_node: str | int | Sequence[str] | None = None,
         elastic: str | None = None,
+        spares: int | str | None = None,
         env: Mapping[str, str] | None = None,
         conf: str | Mapping[str, Any] | None = None,
         max_attempts: int | None = None,
@@ -191,6 +194,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
         self.framework = framework
         self.nproc_per_node = nproc_per_node
         self.elastic = elastic
+        self.spares = spares
         self.env = env
         self.conf = conf
         self.max_attempts = max_attempts
@@ -234,6 +238,7 @@ class TensorFlowOnYarnOperator(ResumableJobMixin, BaseOperator):
             "node_label": self.node_label, "docker_image": self.docker_image, "max_attempts": self.max_attempts,
             "max_free_retries": self.max_free_retries, "am_attempts": self.am_attempts,
             "framework": self.framework, "nproc_per_node": self.nproc_per_node, "elastic": self.elastic,
+            "spares": self.spares,
         }
         for key, value in explicit.items():
             if value is None or value == "":

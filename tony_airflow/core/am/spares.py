@@ -1,0 +1,108 @@
+"""Spares of an elastic job (`--elastic MIN:MAX --spares N`): worker containers that wait to take a lost worker's place.
+
+A lost worker's replacement from YARN is stepping again 20-40 s after the kill (bench.torch_elastic): most of it
+YARN allocating, the container starting, the executor starting. A spare has all of that behind it: it is asked
+for at the attempt's start like a worker (the same resources, image and environment), its executor registers as
+a spare (POST /v1/spare) and waits. When the AM replaces a lost worker (core/am/elastic.py) and a spare waits,
+the spare is told the lost task's index, registers as that worker into the running attempt and runs its command;
+the AM asks YARN for a new spare. A spare lost while it waits costs no attempt: it is asked for again, at most
+`bound` times in all (the job's free-retry bound), then the job goes on with fewer. Pure: the AM and its registry
+feed it what they see; table- and model-tested in tests/unit/core/am.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WAIT, TAKE, STOP = "wait", "take", "stop"  # what a waiting spare's executor is told
+
+
+@dataclass
+class Spare:
+    id: str                           # "spare-3": its launch environment names it, its executor says it back
+    asked_at: float
+    container_id: str = ""            # skein's id (what the AM kills and polls)
+    host: str = ""
+    yarn_container_id: str = ""
+    waiting_since: float | None = None  # its executor registered as a spare
+    takes: tuple[str, int] | None = None  # the lost task whose place it was told to take
+
+
+def waited_line(spare: Spare, now: float) -> str:
+    """The history's and the progress line's word for a spare that is up and waiting."""
+    return (f"{spare.id} waits on {spare.host or '?'} (container {spare.yarn_container_id or '?'}), "
+            f"{now - spare.asked_at:.1f}s after it was asked for")
+
+
+class Spares:
+    """One attempt's spares: `wanted` kept waiting (or coming), a lost one asked for again up to `bound` times."""
+
+    def __init__(self, wanted: int, bound: int) -> None:
+        self.wanted = wanted
+        self.bound = bound
+        self.by_id: dict[str, Spare] = {}
+        self.asked = 0  # in all, this attempt
+        self.lost = 0   # lost while they waited (or came)
+        self.took = 0   # places taken
+
+    # ------------------------------------------------------------ the AM's side
+    def to_ask(self) -> int:
+        """How many new spares to ask YARN for now: the missing ones, while the losses stay within the bound."""
+        if self.lost > self.bound:
+            return 0
+        coming_or_waiting = sum(s.takes is None for s in self.by_id.values())
+        return max(0, self.wanted - coming_or_waiting)
+
+    def ask(self, now: float) -> str:
+        """A new spare is asked for: its id (for its launch environment)."""
+        self.asked += 1
+        spare = Spare(f"spare-{self.asked}", now)
+        self.by_id[spare.id] = spare
+        return spare.id
+
+    def launched(self, spare_id: str, container_id: str) -> None:
+        """skein named its container."""
+        self.by_id[spare_id].container_id = container_id
+
+    def containers(self) -> dict[str, str]:
+        """skein container id -> spare id, of the spares that have not taken a place (theirs is the task's then)."""
+        return {s.container_id: s.id for s in self.by_id.values() if s.container_id and s.takes is None}
+
+    def take(self, key: tuple[str, int]) -> Spare | None:
+        """A lost worker's place: the spare waiting longest is told to take it (None: none waits)."""
+        ready = [s for s in self.by_id.values() if s.waiting_since is not None and s.takes is None]
+        if not ready:
+            return None
+        spare = min(ready, key=lambda s: (s.waiting_since or 0.0, s.asked_at))
+        spare.takes = key
+        self.took += 1
+        return spare
+
+    def gone(self, container_id: str) -> Spare | None:
+        """A container ended: the spare it held, if it was one still waiting (or coming), now forgotten and
+        counted as lost. One that took a place is its task's now (None)."""
+        for spare in self.by_id.values():
+            if spare.container_id == container_id and spare.takes is None:
+                del self.by_id[spare.id]
+                self.lost += 1
+                return spare
+        return None
+
+    # ------------------------------------------------------- the executor's side
+    def waits(self, spare_id: str, host: str, yarn_container_id: str, now: float) -> bool:
+        """The spare's executor says it waits: True the first time (a known spare), False again or unknown."""
+        spare = self.by_id.get(spare_id)
+        if spare is None or spare.waiting_since is not None:
+            return False
+        spare.waiting_since, spare.host, spare.yarn_container_id = now, host, yarn_container_id
+        return True
+
+    def answer(self, spare_id: str) -> tuple[str, int | None]:
+        """What the spare's executor is told: (TAKE, the index of the worker it becomes), (WAIT, None), or
+        (STOP, None) for a spare the AM does not hold (lost, or of another attempt)."""
+        spare = self.by_id.get(spare_id)
+        if spare is None:
+            return STOP, None
+        if spare.takes is not None:
+            return TAKE, spare.takes[1]
+        return WAIT, None
