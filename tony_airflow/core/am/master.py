@@ -20,6 +20,7 @@ import os
 import signal
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -688,12 +689,13 @@ class ApplicationMaster:
             except Exception:  # already finished: nothing to kill
                 pass
         deadline = time.time() + 30
+        pauses = gone_check_pauses()
         while time.time() < deadline:
             live = [c for c in await asyncio.to_thread(self.app.get_containers)
                     if c.id in self._container_of or c.id in spares]
             if not live:
                 break
-            await asyncio.sleep(TICK_S)
+            await asyncio.sleep(next(pauses))
         for key, task in reg.tasks.items():
             if not task.done:
                 reg.container_gone(key, "stopped by the AM")
@@ -788,6 +790,15 @@ WAITING_EVENT_EVERY_S = 30.0   # the history records the waiting line at most th
 KV_PUBLISH_WAIT_S = 60.0  # how long a key the executors need is tried before the AM fails
 FAULT_ENV = "TONY_FAULT"  # a fault a test injects at a named point of the AM (the job's --env reaches the AM)
 FAULT_LOST_AFTER_HISTORY = "am-lost-after-history"
+
+
+def gone_check_pauses(first: float = 0.05) -> Iterator[float]:
+    """How long to wait between two looks at whether the killed containers are gone: short at first (a kill
+    is seen within a few tens of ms, and every short job's end waited a whole TICK_S for it), then TICK_S."""
+    pause = first
+    while True:
+        yield pause
+        pause = min(TICK_S, pause * 2)
 
 
 def am_attempt_of(container_id: str) -> int:

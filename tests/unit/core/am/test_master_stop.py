@@ -54,3 +54,14 @@ def _run_with_sigterm_at(master: ApplicationMaster, delay: float) -> tuple[str, 
 def test_sigterm_once_the_job_is_over_does_not_turn_it_into_an_am_error(monkeypatch):
     # the attempts are over, the history is being written: YARN (or a dying NodeManager) stops the AM now
     assert _run_with_sigterm_at(_master(monkeypatch), 0.6) == ("SUCCEEDED", "done")
+
+
+def test_the_killed_containers_are_looked_at_again_soon_then_every_tick():
+    """#54: the end of every short job waited a whole TICK_S before its first look at the killed containers."""
+    from itertools import islice
+
+    from tony_airflow.core.am.master import TICK_S, gone_check_pauses
+
+    pauses = list(islice(gone_check_pauses(), 6))
+    assert pauses[0] == 0.05 and pauses[-1] == TICK_S and pauses == sorted(pauses)
+    assert sum(1 for p in islice(gone_check_pauses(), 40) if p < TICK_S) <= 3  # bounded extra looks
