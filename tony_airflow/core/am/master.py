@@ -13,6 +13,7 @@ AM reads the job's history from HDFS and goes on with the next training attempt 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -676,9 +677,12 @@ class ApplicationMaster:
         lost = lost or []
         unreachable = {h.node_http for h in lost}
         deadline = time.time() + self.job.stop_grace + 2 * self.job.heartbeat_interval
-        while time.time() < deadline and any(not x.done and x.registered_at and x.node_http not in unreachable
-                                             for x in reg.tasks.values()):
-            await asyncio.sleep(TICK_S)
+        while time.time() < deadline:
+            reg.changed.clear()  # before the look: a report that comes after it wakes the wait below
+            if not any(not x.done and x.registered_at and x.node_http not in unreachable for x in reg.tasks.values()):
+                break
+            with contextlib.suppress(TimeoutError):  # a task's report ends the wait at once (#54)
+                await asyncio.wait_for(reg.changed.wait(), TICK_S)
             await self._poll_containers()
         if lost and await_verdict:
             await self._await_verdict(lost)

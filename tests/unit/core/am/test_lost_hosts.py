@@ -185,3 +185,23 @@ def test_containers_that_ended_without_a_report_cost_one_wait_together(monkeypat
     asyncio.run(am._poll_containers())
     assert all(t.done for t in am.registry.tasks.values())
     assert len(waits) == 1, waits
+
+
+def test_the_stop_ends_when_the_tasks_report_not_a_tick_later(monkeypatch):
+    """#54: the end of every job waited a whole TICK_S after the last task stopped; a report now ends the wait.
+    TICK_S is made 600 s here: a wait that is not woken by the reports would outlast the test's 30 s."""
+    from tony_airflow.core.am import master as master_module
+
+    monkeypatch.setattr(master_module, "TICK_S", 600.0)
+    app = FakeApp(verdict_after_polls=10_000)
+    am = _am(app)
+
+    async def scenario() -> None:
+        stopping = asyncio.ensure_future(am._stop_remaining())
+        await asyncio.sleep(0.05)
+        for index in (0, 1):  # the executors heard 'stop' and report their ends
+            am.registry.finished("worker", index, 1, 143)
+        await asyncio.wait_for(stopping, 30)
+
+    asyncio.run(scenario())
+    assert all(t.done for t in am.registry.tasks.values())
