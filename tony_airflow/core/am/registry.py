@@ -155,6 +155,7 @@ class Registry:
     def forget_containers(self, yarn_container_ids: set[str]) -> None:
         """Containers given back to YARN (their ids known once the kills are done): never heard again."""
         self._released.update(c for c in yarn_container_ids if c)
+        self._tell_stop()  # a held heartbeat of one of them is told 'stop' now
 
     def ask_again(self, keys: list[tuple[str, int]]) -> None:
         """A released gang asks YARN for its containers again: their tasks may register again."""
