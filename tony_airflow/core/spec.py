@@ -244,6 +244,10 @@ class JobSpec:
         if self.spares and "worker" in self.spread:
             raise UsageError(f"spares: {self.spares} — a spread worker's spare would have no host of its own; "
                              "allowed: 0 with --spread worker")
+        worker = self.tasks.get("worker")
+        if self.spares and worker is not None and (worker.memory_by_index or worker.vcores_by_index):
+            raise UsageError(f"spares: {self.spares} — a spare has the worker type's one size, and these workers "
+                             "have per-task memory or vcores; allowed: 0, or one size for every worker")
         if not self.elastic_max:
             return
         shown = f"{self.elastic_min}:{self.elastic_max}"

@@ -56,6 +56,7 @@ from tony_airflow.yarn.rest import attempt_of_container
 
 log = logging.getLogger("tony.am")
 TICK_S = 0.25
+SPARE_RETRY_S = 10.0  # after a spare could not be asked for
 # Once every task runs, YARN's view of the containers is only a backstop (executors report their own
 # exits): asking skein's AM for it 4 times a second took CPU from the training (bench.training_overhead).
 STEADY_POLL_S = 2.0
@@ -89,6 +90,7 @@ class ApplicationMaster:
         self._gang = _GangWait()
         self._lost_hosts: set[str] = set()  # hosts lost under an attempt: a spread task goes elsewhere first
         self._replacements = elastic.Replacements()  # an elastic job's lost workers (core/am/elastic.py)
+        self._spares_retry_at = 0.0  # a spare that could not be asked for is asked again after SPARE_RETRY_S
 
     # ------------------------------------------------------------------- main
     async def run(self) -> tuple[str, str]:
@@ -458,13 +460,20 @@ class ApplicationMaster:
         """Elastic with `--spares N`: the missing spares, asked for like a worker (the same service: resources,
         image, environment) and named in their environment as spares (core/am/spares.py)."""
         spares = self.registry.spares
-        if spares is None:
+        if spares is None or time.time() < self._spares_retry_at:
             return
         service = "worker"  # a spread worker type has no spares (JobSpec._check_elastic)
         for _ in range(spares.to_ask()):
             spare_id = spares.ask(time.time())
             env = {**protocol.launch_env("worker", 0, attempt, self.address, self.app_id), protocol.ENV_SPARE: spare_id}
-            container = await asyncio.to_thread(self.app.add_container, service, env)
+            try:
+                container = await asyncio.to_thread(self.app.add_container, service, env)
+            except Exception as exc:  # a spare is a help, never a reason to fail the job: asked again later
+                spares.not_started(spare_id)
+                self._spares_retry_at = time.time() + SPARE_RETRY_S
+                log.warning("attempt %d: could not ask for %s (asked again in %.0fs): %s", attempt, spare_id,
+                            SPARE_RETRY_S, exc)
+                return
             spares.launched(spare_id, container.id)
             log.info("attempt %d: asked YARN for %s (skein container %s)", attempt, spare_id, container.id)
             self.history.emit(ev.SPARE_REQUESTED, attempt=attempt, spare=spare_id, container=container.id)

@@ -177,8 +177,9 @@ class Registry:
         return old
 
     def take_spare(self, key: tuple[str, int]) -> spare_rules.Spare | None:
-        """A lost worker's place (after `replace`) goes to the spare waiting longest, told at once."""
-        spare = self.spares.take(key) if self.spares is not None else None
+        """A lost worker's place (after `replace`) goes to the spare waiting longest, told at once (never one not
+        heard from lately: core/am/spares.py)."""
+        spare = self.spares.take(key, time.time()) if self.spares is not None else None
         if spare is not None:
             self.tasks[key].container_id = spare.container_id
             told, self._spare_told = self._spare_told, asyncio.Event()
@@ -206,6 +207,7 @@ class Registry:
                 fut.cancel()
             if self._attempt_over.is_set() or attempt != self.attempt:
                 return spare_rules.STOP, None
+            spares.waits(spare_id, host, container_id, time.time())  # heard from again
             state, index = spares.answer(spare_id)
         return state, index
 
@@ -234,8 +236,9 @@ class Registry:
         self._stop_news = asyncio.Event()
 
     def answer_held(self) -> None:
-        """The AM's server is closing: every held heartbeat is answered now."""
+        """The AM's server is closing: every held heartbeat is answered now, every waiting spare told to stop."""
         self._tell_stop()
+        self._attempt_over.set()
 
     async def stop_news(self, timeout: float) -> None:
         """Until a task may have to stop, at most `timeout` s: a heartbeat is held this long (server.py), so

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 WAIT, TAKE, STOP = "wait", "take", "stop"  # what a waiting spare's executor is told
+FRESH_S = 30.0  # a spare not heard from for longer is not given a place (its long poll is at most 20 s)
 
 
 @dataclass
@@ -25,6 +26,7 @@ class Spare:
     host: str = ""
     yarn_container_id: str = ""
     waiting_since: float | None = None  # its executor registered as a spare
+    seen_at: float | None = None        # its executor's latest poll (a spare on a dead host stops polling)
     takes: tuple[str, int] | None = None  # the lost task whose place it was told to take
 
 
@@ -68,15 +70,22 @@ class Spares:
         """skein container id -> spare id, of the spares that have not taken a place (theirs is the task's then)."""
         return {s.container_id: s.id for s in self.by_id.values() if s.container_id and s.takes is None}
 
-    def take(self, key: tuple[str, int]) -> Spare | None:
-        """A lost worker's place: the spare waiting longest is told to take it (None: none waits)."""
-        ready = [s for s in self.by_id.values() if s.waiting_since is not None and s.takes is None]
+    def take(self, key: tuple[str, int], now: float | None = None, fresh_s: float = FRESH_S) -> Spare | None:
+        """A lost worker's place: the spare waiting longest is told to take it (None: none fit). Never one not
+        heard from for `fresh_s`: a host that died took its spares with it, and YARN says so (the worker's
+        container lost, -100) only once the NodeManager expired, minutes later; by then its spares are silent."""
+        ready = [s for s in self.by_id.values() if s.waiting_since is not None and s.takes is None
+                 and (now is None or (s.seen_at is not None and now - s.seen_at <= fresh_s))]
         if not ready:
             return None
         spare = min(ready, key=lambda s: (s.waiting_since or 0.0, s.asked_at))
         spare.takes = key
         self.took += 1
         return spare
+
+    def not_started(self, spare_id: str) -> None:
+        """Asking YARN for it failed: forgotten (asked again on a later turn; spares never fail a job)."""
+        self.by_id.pop(spare_id, None)
 
     def gone(self, container_id: str) -> Spare | None:
         """A container ended: the spare it held, if it was one still waiting (or coming), now forgotten and
@@ -92,7 +101,10 @@ class Spares:
     def waits(self, spare_id: str, host: str, yarn_container_id: str, now: float) -> bool:
         """The spare's executor says it waits: True the first time (a known spare), False again or unknown."""
         spare = self.by_id.get(spare_id)
-        if spare is None or spare.waiting_since is not None:
+        if spare is None:
+            return False
+        spare.seen_at = now
+        if spare.waiting_since is not None:
             return False
         spare.waiting_since, spare.host, spare.yarn_container_id = now, host, yarn_container_id
         return True

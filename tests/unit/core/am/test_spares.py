@@ -188,3 +188,55 @@ def test_a_spare_that_ends_when_told_to_stop_at_the_attempts_end_is_not_lost():
     assert reg.spares.lost == 1 and reg.spares.to_ask() == 1
     assert [e["line"] for e in master.history.events if e["event"] == ev.SPARE_LOST] == [
         "spare-1 lost on ? (container c6): Exit code: 137"]
+
+
+def test_a_spare_not_heard_from_lately_is_not_given_a_place():
+    """Review finding: a host that died took its spare with it, and YARN tells the worker's loss only once the
+    NodeManager expired; a place given to that spare would wait for a registration that never comes."""
+    kept = spares.Spares(2, bound=2)
+    a, b = kept.ask(0.0), kept.ask(0.0)
+    assert kept.waits(a, "h1", "c1", now=10.0) and kept.waits(b, "h2", "c2", now=11.0)
+    kept.waits(b, "h2", "c2", now=100.0)  # b polls on; a went silent at 10 s
+    taken = kept.take(("worker", 1), now=100.0 + spares.FRESH_S - 1)
+    assert taken is not None and taken.id == b
+    assert kept.take(("worker", 2), now=100.0 + spares.FRESH_S - 1) is None  # a: silent for 90 s
+
+
+def test_a_spare_that_cannot_be_asked_for_never_fails_the_job_and_is_asked_again_later():
+    class FailingApp(FakeApp):
+        def add_container(self, service: str, env: dict) -> SimpleNamespace:
+            raise RuntimeError("skein: the AM is busy")
+
+    master = ApplicationMaster(JOB, "s" * 64, FailingApp(), "application_1_0001", "h", EventLog("application_1_0001"))
+    master.address = "am:1"
+    master.registry.new_attempt(1)
+    asyncio.run(master._ask_spares(1))
+    assert master.registry.spares is not None and master.registry.spares.by_id == {}
+    assert master.registry.spares.to_ask() == 1 and master._spares_retry_at > 0
+    asyncio.run(master._ask_spares(1))  # within SPARE_RETRY_S: not asked again yet
+    assert master.registry.spares.asked == 1
+
+
+def test_waiting_spares_are_told_to_stop_when_the_am_s_server_closes():
+    reg = Registry(JOB, "application_1_0001")
+    reg.new_attempt(1)
+    assert reg.spares is not None
+    spare_id = reg.spares.ask(0.0)
+
+    async def scenario() -> tuple[str, int | None]:
+        waiting = asyncio.ensure_future(reg.wait_spare(spare_id, 1, "h", "c", 600.0))
+        await asyncio.sleep(0.05)
+        reg.answer_held()
+        return await asyncio.wait_for(waiting, 30)
+
+    assert asyncio.run(scenario()) == (spares.STOP, None)
+
+
+def test_spares_of_workers_with_per_task_sizes_are_refused_in_one_line():
+    import pytest
+
+    from tony_airflow.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^spares: 1 — a spare has the worker type's one size"):
+        build_job_spec({"cluster_requirement": "worker:2", "command": "x", "framework": "pytorch", "elastic": "1:2",
+                        "spares": 1, "task_memory": "worker[1]:4096"}, check_paths=False)
