@@ -56,8 +56,8 @@ def test_history_show_names_the_first_failure_of_each_attempt(failed_job, store)
     assert "attempt 2: failed; first failure: worker:0 exit code 4" in out
     assert re.search(r"^\* worker:1\s+FAILED\s+\S+\s+container_\S+\s+3\s", out, re.M), out
     assert re.search(r"^\* worker:0\s+FAILED\s+\S+\s+container_\S+\s+4\s", out, re.M), out
-    tables = "\n".join(line for line in out.splitlines() if not line.startswith("usage: "))
-    peaks = [int(m) for m in re.findall(r"(\d+) MiB", tables)]
+    # the PEAK RSS column of the task rows (a "gang: waiting for ... (512 MiB ...)" line may come between them)
+    peaks = [int(m) for m in re.findall(r"^[* ] worker:\d+\s.*\s(\d+) MiB$", out, re.M)]
     assert len(peaks) == 4 and min(peaks) >= 64, out  # each worker holds 64 MiB of ballast
     # what the job cost: YARN's resource-seconds, and the peak of each task over its attempts
     usage = next(line for line in out.splitlines() if line.startswith("usage: "))
