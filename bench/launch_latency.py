@@ -220,10 +220,6 @@ class RssSampler:
             self._thread.join()
 
 
-def run(runs: int = 5) -> Report:
-    return run_all(runs)[0]
-
-
 def run_all(runs: int = 5) -> list[Report]:
     """The latency report, and the phase timeline of the same ytf-submit runs."""
     cluster = local_cluster()

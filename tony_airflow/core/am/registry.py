@@ -66,6 +66,17 @@ class TaskState:
 Listener = Callable[..., Any]  # (event name, **fields), e.g. EventLog.emit
 
 
+async def first_set(timeout: float, *events: asyncio.Event) -> None:
+    """Until one of `events` is set, at most `timeout` s (a long poll's wait). The waiters go with it, also when
+    the request that waits is cancelled (its client gone)."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
 class Registry:
     """One attempt at a time; a request for an older attempt is refused.
 
@@ -201,10 +212,7 @@ class Registry:
             self._notify()
         state, index = spares.answer(spare_id)
         if state == spare_rules.WAIT:
-            waiters = [asyncio.ensure_future(self._spare_told.wait()), asyncio.ensure_future(self._attempt_over.wait())]
-            _, pending = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            for fut in pending:
-                fut.cancel()
+            await first_set(timeout, self._spare_told, self._attempt_over)
             if self._attempt_over.is_set() or attempt != self.attempt:
                 return spare_rules.STOP, None
             spares.waits(spare_id, host, container_id, time.time())  # heard from again
@@ -348,10 +356,7 @@ class Registry:
         self._alive(task)
         spec_ready, over = self._spec_ready, self._attempt_over
         if not spec_ready.is_set() and not over.is_set():
-            waiters = [asyncio.ensure_future(spec_ready.wait()), asyncio.ensure_future(over.wait())]
-            done, pending = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            for fut in pending:
-                fut.cancel()
+            await first_set(timeout, spec_ready, over)
         if over.is_set() or attempt != self.attempt or self.is_released(container_id):
             return "stop", None
         self._alive(task)
