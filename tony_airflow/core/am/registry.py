@@ -215,8 +215,7 @@ class Registry:
             await first_set(timeout, self._spare_told, self._attempt_over)
             if self._attempt_over.is_set() or attempt != self.attempt:
                 return spare_rules.STOP, None
-            spares.waits(spare_id, host, container_id, time.time())  # heard from again
-            state, index = spares.answer(spare_id)
+            state, index = spares.answer(spare_id)  # (the wait's end is no word from it: only a request is)
         return state, index
 
     @property

@@ -381,8 +381,9 @@ class Mirror(Publisher):
 
     def _publish_entry(self, entry: Entry) -> int:
         rel = entry.rel
-        if entry.removal:
-            return self._remove(rel, entry.change.is_dir)
+        if entry.removal:  # once published (SAME: a round cut after it), never again: a directory removed
+            # again would take with it what was written into it afterwards and published in that round
+            return 0 if entry.state == SAME else self._remove(rel, entry.change.is_dir)
         if entry.state == READY and entry.snapshot is None:  # a growing file's turn, as far as it was closed
             size = entry.version.size if isinstance(entry.version, Version) else None
             return self._grow(rel, self._remote_sizes() if rel in self._held else {}, upto=size)

@@ -240,3 +240,28 @@ def test_spares_of_workers_with_per_task_sizes_are_refused_in_one_line():
     with pytest.raises(UsageError, match=r"^spares: 1 — a spare has the worker type's one size"):
         build_job_spec({"cluster_requirement": "worker:2", "command": "x", "framework": "pytorch", "elastic": "1:2",
                         "spares": 1, "task_memory": "worker[1]:4096"}, check_paths=False)
+
+
+def test_a_spare_whose_long_poll_ran_out_unanswered_is_not_counted_as_heard_from(monkeypatch):
+    """Found by a reviewer's script: the end of the AM's own 20 s wait refreshed the spare's `seen_at`, so a
+    spare whose host died mid-poll looked fresh FRESH_S after that wait, not after its last request."""
+    from tony_airflow.core.am import registry as registry_module
+
+    now = [1000.0]
+    monkeypatch.setattr(registry_module.time, "time", lambda: now[0])
+    reg = Registry(JOB, "application_1_0001")
+    reg.new_attempt(1)
+    assert reg.spares is not None
+    spare_id = reg.spares.ask(now[0])
+    heard = now[0]
+
+    async def poll_that_runs_out() -> tuple[str, int | None]:
+        waiting = asyncio.ensure_future(reg.wait_spare(spare_id, 1, "hs", "c9", 0.2))
+        await asyncio.sleep(0.05)
+        now[0] += 20.0  # the host died; the wait runs out with no one at the other end
+        return await waiting
+
+    assert asyncio.run(poll_that_runs_out()) == (spares.WAIT, None)
+    assert reg.spares.by_id[spare_id].seen_at == heard
+    now[0] = heard + spares.FRESH_S + 15
+    assert reg.spares.take(("worker", 1), now[0]) is None

@@ -446,3 +446,34 @@ def test_a_removed_directory_goes_before_what_is_written_under_it_again():
     order = removals_late([entry(1, REMOVED, "ckpt-0.data"), entry(2, REMOVED, "run", is_dir=True),
                            entry(3, CLOSED, "run/model.bin"), entry(4, CLOSED, "checkpoint")])
     assert [e.seq for e in order] == [2, 3, 4, 1]
+
+
+def test_a_directory_removal_already_published_is_not_replayed_after_a_cut_push(tmp_path):
+    """Found by a reviewer's script: `rm -r ckpt` then a save of ckpt-2 into it, the push cut at the pointer;
+    the retry ran the published removal again (recursive) and deleted ckpt-2.data, which HDFS had and the
+    retry skipped as published, leaving the pointer naming an absent file."""
+    import shutil
+
+    from tests.unit.core.executor.memory_hdfs import LinkDown
+
+    fs, clock = MemoryHDFS(), Clock()
+    (tmp_path / "out" / "ckpt").mkdir(parents=True)
+    mirror = _writer(tmp_path / "out", fs, clock)
+    _tf_save(mirror.local, 1)
+    _settle(mirror, clock)
+    shutil.rmtree(mirror.local / "ckpt")
+    _tf_save(mirror.local, 2)
+    mirror.observe(0)
+    clock.passes(SETTLE_S + 0.01)
+
+    def cut_at_the_pointer(op, path):
+        if path.endswith("/ckpt/checkpoint") or "checkpoint.tony-part" in path:
+            raise LinkDown()
+    fs.before = cut_at_the_pointer
+    with pytest.raises(OSError):
+        mirror.publish_ready()
+    fs.before = None
+    mirror.publish_ready()
+    seen = fs.visible()
+    assert seen.get("ckpt/checkpoint") == b'model_checkpoint_path: "ckpt-2"\n'
+    assert seen.get("ckpt/ckpt-2.data") == b"data-2" and seen.get("ckpt/ckpt-2.index") == b"index-2", sorted(seen)
