@@ -198,9 +198,10 @@ def test_pytorch_master_addr_is_worker_0s_host(secure_cluster, secure_rm):
     app_id = _app_id(submit)
     stdout, stderr = _finish(submit)
     assert submit.returncode == 0, stderr[-2000:]
-    logs = subprocess.run([str(BIN / "tony"), "logs", "--raw", app_id], capture_output=True, text=True,
-                          timeout=120).stdout
+    read = subprocess.run([str(BIN / "tony"), "logs", "--raw", app_id], capture_output=True, text=True, timeout=120)
+    logs = read.stdout
     lines = {ln.split()[2]: ln.split() for ln in logs.splitlines() if ln.startswith("own-host OK ")}
+    assert set(lines) == {"worker:0", "worker:1"}, (read.returncode, read.stderr[-2000:], logs[-3000:])
     worker0_host = lines["worker:0"][3]
     assert lines["worker:1"][3] != worker0_host
     assert {ln[5] for ln in lines.values()} == {f"MASTER_ADDR={worker0_host}"}

@@ -131,6 +131,7 @@ def _logs(args: argparse.Namespace) -> int:
         if args.all_files:
             raise UsageError("all-files: needs --task; allowed: --task TYPE:INDEX --all-files, or --raw for "
                              "every file of every container")
+        _await_aggregation(app_id)
         return logs.print_logs(app_id) if args.raw else _task_output(app_id)
     if not TASK.fullmatch(args.task):
         raise UsageError(f"task: {args.task!r} is malformed; allowed: TYPE:INDEX such as worker:0")
@@ -150,6 +151,7 @@ def _logs(args: argparse.Namespace) -> int:
         runs = [r for r in runs if r.attempt == args.attempt]
         if not runs:
             raise UsageError(f"attempt: {app_id} has no attempt {args.attempt}; allowed: 1..{len(job.attempts)}")
+    _await_aggregation(app_id)
     code = 0
     for run in runs:
         if not run.container_id:
@@ -159,6 +161,22 @@ def _logs(args: argparse.Namespace) -> int:
         pattern = None if args.all_files else logs.TASK_LOG_PATTERN
         code = logs.print_logs(app_id, run.container_id, pattern) or code
     return code
+
+
+def _await_aggregation(app_id: str) -> None:
+    """Right after a job ends, `yarn logs` prints the nodes that uploaded so far, without a word (on three hosts
+    the chief's node was often missing): wait until the RM says the upload is over, or say in one line that
+    what follows may miss some."""
+    from tony_airflow.yarn.logs import AGGREGATION_WAIT_S, wait_until_aggregated
+
+    rm = _rm()
+    if rm is None:
+        return
+    left = wait_until_aggregated(lambda: rm.application(app_id))
+    if left is not None:
+        print(f"note: YARN has not finished collecting the logs of {app_id} (log aggregation {left} after "
+              f"{AGGREGATION_WAIT_S:.0f}s): some containers' logs may be missing; run `tony logs` again later",
+              file=sys.stderr, flush=True)
 
 
 def _task_output(app_id: str) -> int:

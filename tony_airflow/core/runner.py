@@ -176,7 +176,7 @@ def follow_job(client: TonyClient, app_id: str, log: TextIO = sys.stderr, out: T
     outcome = Outcome(app_id, report.final_status, report.tracking_url, diagnostics=report.diagnostics.strip())
     cursor = live.follower.cursor
     if not cursor.attempt:  # it ended before the AM said anything: the chief's whole output, from YARN's logs
-        chief = _chief_output(app_id)
+        chief = _chief_output(app_id, lambda: client.rm.application(app_id))
         if chief is not None:
             cursor.task, cursor.attempt, cursor.finished = chief[0], chief[1], True
             for line in chief[2]:
@@ -186,15 +186,17 @@ def follow_job(client: TonyClient, app_id: str, log: TextIO = sys.stderr, out: T
     return outcome
 
 
-def _chief_output(app_id: str) -> tuple[str, int, list[str]] | None:
+def _chief_output(app_id: str, report: Callable[[], ApplicationReport]) -> tuple[str, int, list[str]] | None:
     """(task, attempt, labelled lines) of the task the AM follows (chief, else master, else worker 0) in the
-    last attempt, from the aggregated logs; None when no task output is there."""
+    last attempt, from the aggregated logs once every node uploaded them (the chief's node may be the last);
+    None when no task output is there."""
     import tempfile
     from pathlib import Path
 
     from tony_airflow.core.task_logs import OUTPUT_FILES_PATTERN, spool
-    from tony_airflow.yarn.logs import log_lines
+    from tony_airflow.yarn.logs import log_lines, wait_until_aggregated
 
+    wait_until_aggregated(report)
     with tempfile.TemporaryDirectory(prefix="tony-follow-") as spool_dir:
         deadline = time.monotonic() + AGGREGATION_WAIT_S  # YARN uploads an ended job's logs within seconds
         while not (outputs := spool(log_lines(app_id, None, OUTPUT_FILES_PATTERN, timeout=600), Path(spool_dir))):

@@ -7,17 +7,58 @@ way the bytes come from Hadoop, not from a reader of our own.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from tony_airflow.yarn.discovery import discover
+
+if TYPE_CHECKING:
+    from tony_airflow.yarn.rest import ApplicationReport
+
+log = logging.getLogger(__name__)
 
 # skein writes a container's stdout and stderr (the executor's own log) to `<service>.log`;
 # the command's output is in `tony-output-<type>-<index>-a<attempt>.txt` (core/output.py);
 # prelaunch.err holds what went wrong before the command could start.
 TASK_LOG_PATTERN = r"(.*\.log|tony-output-.*\.txt|prelaunch\.err)"
+
+
+# Hadoop's LogAggregationStatus values after which the RM's answer no longer changes ("": an RM that does not
+# say). Before them, `yarn logs` of a finished application prints the nodes uploaded so far, without a word.
+AGGREGATION_OVER = frozenset({"SUCCEEDED", "FAILED", "TIME_OUT", "DISABLED", ""})
+AGGREGATION_WAIT_S = 60.0  # a NodeManager uploads an ended application's logs within seconds
+AGGREGATION_POLL_S = 1.0
+
+
+def aggregation_over(report: ApplicationReport) -> bool:
+    """Whether what `yarn logs` reads of this application is all there will be for now: a running application's
+    logs come from its NodeManagers; a finished one's from HDFS, once every node has uploaded."""
+    return not report.is_terminal or report.log_aggregation in AGGREGATION_OVER
+
+
+def wait_until_aggregated(report: Callable[[], ApplicationReport], wait: float = AGGREGATION_WAIT_S,
+                          clock: Callable[[], float] = time.monotonic,
+                          pause: Callable[[float], None] = time.sleep) -> str | None:
+    """Wait until the RM says a finished application's logs are all uploaded. None when there is nothing (more)
+    to wait for (also an RM that cannot be read: the logs are read as they are); else the status the RM gave
+    last when `wait` s ran out, for the reader to say that what follows may miss some nodes' logs."""
+    deadline = clock() + wait
+    while True:
+        try:
+            seen = report()
+        except Exception as exc:
+            log.debug("log aggregation not known (%s): reading the logs as they are", exc)
+            return None
+        if aggregation_over(seen):
+            return None
+        if clock() >= deadline:
+            return seen.log_aggregation
+        pause(AGGREGATION_POLL_S)
 
 
 def logs_command(app_id: str, container_id: str | None = None, pattern: str | None = None) -> list[str]:

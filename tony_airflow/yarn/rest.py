@@ -120,6 +120,9 @@ class ApplicationReport:
     # what the application used, summed by the RM (resourceSecondsMap): (resource, units x seconds),
     # e.g. ("memory-mb", 123456), ("vcores", 240), ("yarn.io/gpu", 60)
     resource_seconds: tuple[tuple[str, int], ...] = ()
+    # Hadoop's LogAggregationStatus (NOT_START, RUNNING, SUCCEEDED, ...): whether the NodeManagers have
+    # uploaded a finished application's logs; "" when the RM does not say
+    log_aggregation: str = ""
 
     @classmethod
     def from_json(cls, app: dict[str, Any]) -> ApplicationReport:
@@ -130,6 +133,7 @@ class ApplicationReport:
             name=app.get("name", ""), user=app.get("user", ""), queue=app.get("queue", ""),
             tags=tags, started_time=app.get("startedTime", 0), finished_time=app.get("finishedTime", 0),
             elapsed_ms=app.get("elapsedTime") or 0, resource_seconds=_resource_seconds(app),
+            log_aggregation=app.get("logAggregationStatus") or "",
         )
 
     @property
