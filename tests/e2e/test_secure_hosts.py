@@ -291,9 +291,9 @@ def _lose_the_chiefs_host(cluster: LocalCluster, rm: ResourceManagerClient, name
                           submit: subprocess.Popen, app_id: str, victim: Host, lose, restore) -> None:
     _wait_for_checkpoint(out, submit)
     mid_push = _wait_for_a_push(out, submit)
-    lose(victim)
-    lost_at = time.time()
     try:
+        lose(victim)
+        lost_at = time.time()
         stdout, stderr = _finish(submit)
     finally:
         restore(victim)
