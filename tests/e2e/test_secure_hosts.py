@@ -427,9 +427,6 @@ def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(sec
     record("3 secure HA hosts: AM's host rejoined after", rejoin(cluster, rm, am_host))
 
 
-@pytest.mark.xfail(strict=False, reason="#51 item 1: passed alone (224 s) but failed in the fresh-clone run of stop 49 "
-                   "after the other host tests (ytf-submit exit 1, the second AM ended the job KILLED on SIGTERM): "
-                   "not resolved, see the issue's note")
 def test_an_am_whose_nodemanager_is_stopped_is_followed_by_a_second_am_that_finishes_the_job(secure_cluster,
                                                                                             secure_rm):
     """Issue 51, item 1: the AM's NodeManager is stopped (SIGTERM, as a decommission or an NM restart does) mid-job.
