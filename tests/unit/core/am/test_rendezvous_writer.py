@@ -125,3 +125,37 @@ def test_without_an_output_to_take_the_role_moves_with_rank_0_at_once():
     assert r.tick(2.0, {"c0"}) and r.writer == "c1" and not r.taking
     assert r.next(b2, 2.1)["state"] == "ready"
     assert len(r.drain_moves()) == 1
+
+
+def test_the_am_fails_the_attempt_in_one_line_when_the_new_writer_never_takes_the_role():
+    from types import SimpleNamespace
+
+    from tony_airflow.core.am.master import ApplicationMaster
+
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    join(r, "worker:0", "c0", 0.0)
+    join(r, "worker:1", "c1", 0.0)
+    r.tick(0.0)
+    r.tick(0.5, {"c0"})
+    b2 = join(r, "worker:1", "c1", 0.5)
+    assert r.tick(2.0, {"c0"}) and r.taking
+    r.taking_since -= 2 * HANDOVER  # the AM's clock is time.monotonic(): the handover began long ago
+    r.next(b2, r.taking_since + 2 * HANDOVER)  # its agent lives (it polls)
+    r.nodes[b2].seen = 1e18
+    outcome = ApplicationMaster._decide(SimpleNamespace(registry=SimpleNamespace(rendezvous=r)), 0.0)  # type: ignore[arg-type]
+    assert outcome is not None and not outcome.ok
+    assert outcome.reason.startswith("worker:1 (container c1) did not take the output's writer role within 10s")
+
+
+def test_tony_history_show_says_the_writer_moved():
+    from tony_airflow.core.history import events as ev
+    from tony_airflow.core.history.model import JobHistory
+    from tony_airflow.core.history.text import job_report
+
+    line = "WRITER_MOVED: from worker:0 (container c0) to worker:1 (container c1), round 2"
+    job = JobHistory.from_events("a", [{"time": 1, "event": ev.ATTEMPT_STARTED, "attempt": 1, "tasks": []},
+                                       {"time": 2, "event": ev.WRITER_MOVED, "attempt": 1, "task": "worker:1",
+                                        "line": line}])
+    assert job.attempts[0].writer_moves == [line]
+    assert line in job_report(job).splitlines()
