@@ -96,6 +96,8 @@ class Rendezvous:
         self.taking = False                 # the role moved: its new holder has not said it took it
         self.taking_since = 0.0
         self.moves: list[WriterMove] = []   # moves the AM has not said yet (`drain_moves`)
+        self.writer_joined = False          # a node of the writer's container joined (its agent runs)
+        self._gone: frozenset[str] = frozenset()  # the containers YARN says are gone (the last tick's)
 
     # ---------------------------------------------------------------- the writer role
     def writer_of(self, task: str, container: str) -> bool:
@@ -139,6 +141,7 @@ class Rendezvous:
         self._check_open(name)
         node = self.nodes.get(name) or Node(name, task, container)
         node.addr, node.port, node.seen = addr, port, now
+        self.writer_joined = self.writer_joined or (bool(container) and container == self.writer)
         self.nodes[name] = node
         if self.round is not None and name in self.round.members:
             self.broken = True  # it left the round: the others restart into the next one
@@ -192,6 +195,7 @@ class Rendezvous:
     def tick(self, now: float, gone_containers: set[str] | frozenset[str] = frozenset()) -> bool:
         """Drop the nodes whose container is gone or that were silent too long, then form a round if one is
         due. True when a round formed."""
+        self._gone = frozenset(gone_containers)
         for name, node in list(self.nodes.items()):
             if node.container in gone_containers or now - node.seen > self.silent_s:
                 self._forget(name)
@@ -208,6 +212,7 @@ class Rendezvous:
             self.moves.append(WriterMove(self.writer_task, self.writer, first.task, first.container, self.next_number))
             self.writer, self.writer_task = first.container, first.task
             self.taking, self.taking_since = self.handover, now
+            self.writer_joined = True
         self.next_number += 1
         self.waiting = [n for n in self.waiting if n not in members]
         self.waiting_since = now
@@ -219,6 +224,8 @@ class Rendezvous:
             return False
         if any(node.container == self.writer and name not in self.waiting for name, node in self.nodes.items()):
             return False  # the writer's container lives: its node joins again (or is dropped when silent)
+        if self.writer and not self.writer_joined and self.writer not in self._gone:
+            return False  # the writer registered and its agent is starting (staging its input): not gone
         if len(self.waiting) >= self.max_nodes:
             return True
         alive_members = [n for n in (self.round.members if self.round else []) if n in self.nodes]

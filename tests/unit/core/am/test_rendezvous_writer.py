@@ -159,3 +159,23 @@ def test_tony_history_show_says_the_writer_moved():
                                         "line": line}])
     assert job.attempts[0].writer_moves == [line]
     assert line in job_report(job).splitlines()
+
+
+def test_a_writer_whose_agent_has_not_started_yet_is_waited_for_until_its_container_is_gone():
+    """MIN 1: worker:1's agent alone for longer than the last call while the chief's container registered and
+    stages its input: no round without it (the role would move from a live container)."""
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    b = join(r, "worker:1", "c1", 0.0)
+    for now in (1.0, 2.0, 2.5):
+        r.next(b, now)
+        assert not r.tick(now)
+    a = join(r, "worker:0", "c0", 2.6)
+    assert r.tick(2.6) and r.round.members == [a, b] and r.drain_moves() == []
+
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    b = join(r, "worker:1", "c1", 0.0)
+    r.next(b, 2.0)
+    assert r.tick(2.0, {"c0"})  # its container ended before its agent joined: the role moves
+    assert r.round.members == [b] and r.writer == "c1" and r.taking
