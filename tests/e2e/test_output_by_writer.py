@@ -9,6 +9,7 @@ The payloads record the steps they saved and the step they resumed from: the tes
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -193,7 +194,11 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
     rank 0's container is SIGKILLed. The rendezvous is the AM's (issue 51): worker:1's container and its
     torchrun agent (the same process) stay, the AM replaces worker:0, the agents form a new round, the job
     SUCCEEDS in its one attempt (one YARN attempt), and the training resumes from that checkpoint or a later
-    one (resumed_at_epoch > the epoch HDFS held at the kill), never from epoch 0."""
+    one (resumed_at_epoch > the epoch HDFS held at the kill), never from epoch 0.
+    The output's writer moves with rank 0 (issue 51 item 5): the survivor is rank 0 of every later round and
+    takes the writer role (WRITER_MOVED, its claim the newest mark), worker:0's replacement does not claim,
+    and the survivor's saves reach HDFS while the job runs (the checkpoint there passes the epoch at the kill
+    before metrics.json is written)."""
     torch = pytest.importorskip("torch")
     from tony_airflow.core.executor.torchrun_rendezvous import ROUND_LINE
 
@@ -214,6 +219,15 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
         survivor, _ = torch_elastic.task_processes(app_id, "worker", 1)
         killed, processes = torch_elastic.task_processes(app_id, "worker", 0)
         torch_elastic.kill_all(processes)
+        advanced = held
+        for _ in range(LOOKS * 2):  # the new rank 0's saves reach HDFS while the training runs
+            if submit.poll() is not None or fs.exists(f"{out}/metrics.json"):
+                break
+            with contextlib.suppress(FileNotFoundError, EOFError, RuntimeError):  # replaced between two calls
+                advanced = torch.load(io.BytesIO(fs.cat(f"{out}/checkpoint.pt")), weights_only=True)["epoch"]
+            if advanced > held + 2:
+                break
+            time.sleep(0.5)
         stdout, stderr = _end(submit, app_id)
     finally:
         _kill(submit, app_id)
@@ -242,6 +256,16 @@ def test_an_elastic_torchrun_job_that_loses_rank_0s_container_resumes_from_its_c
           f"took {max(metrics['epoch_seconds'] or [0]):.2f} s + 0.1 s of sleep; rounds: {rounds}")
     assert metrics["resumed_at_epoch"] > held, f"HDFS held epoch {held} at the kill; resumed at {metrics}"
     assert metrics["world_size"] == 2, metrics
+    # the writer role went with rank 0 to the survivor, once; its saves reached HDFS before the training's end
+    moved = [e for e in events if e["event"] == "WRITER_MOVED"]
+    assert [(e["task"], e["container_id"], e["from_task"], e["from_container"]) for e in moved] == [
+        ("worker:1", survivor, "worker:0", killed)], moved
+    assert all("rank 0 of 2" in r for r in survivor_rounds[1:]), rounds
+    assert advanced > held + 2, f"HDFS held epoch {held} at the kill and only {advanced} before the training's end"
+    marks = sorted(p for p in fs.find(out) if p.rsplit("/", 1)[1].startswith(MARK_PREFIX))
+    newest = fs.cat(marks[-1]).decode().split()
+    assert newest[:2] == [app_id, "1"] and newest[2].endswith(".worker1." + survivor.rsplit("_", 1)[-1]), marks
+    print(f"the writer moved: {moved[0]['line']}; HDFS's checkpoint at epoch {advanced} while the job ran")
 
 
 def test_a_docker_task_saving_every_0_4_s_through_the_bind_mount_reaches_hdfs_while_it_runs(

@@ -423,6 +423,11 @@ class ApplicationMaster:
             log.warning("could not publish %s: %s", key, exc)
 
     def _decide(self, attempt_start: float) -> Outcome | None:
+        rdzv = self.registry.rendezvous
+        overdue = rdzv.handover_overdue(time.monotonic()) if rdzv is not None else ""
+        if overdue:  # the new rank 0 never took the writer role: its round cannot run (core/am/rendezvous.py)
+            log.error("%s", overdue)
+            return Outcome(False, overdue)
         return policy.decide(self.job, self.registry.tasks.values(), attempt_start, self.started, time.time(),
                              requested_at=self._gang.requested_at, waiting=self.registry.waiting,
                              replacing=self._replacements.waiting_since())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,7 @@ REQUESTED, ALLOCATED, REGISTERED, RUNNING, SUCCEEDED, FAILED, STOPPED = (
     TaskStatus.REQUESTED, TaskStatus.ALLOCATED, TaskStatus.REGISTERED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED,
     TaskStatus.FAILED, TaskStatus.STOPPED)
 DONE = frozenset({SUCCEEDED, FAILED, STOPPED})
+log = logging.getLogger("tony.am.registry")
 
 
 @dataclass
@@ -132,11 +134,40 @@ class Registry:
             chief = "master:0" if "master" in self.job.tasks else "worker:0"
             others = sum(self.job.tasks[t].instances for t in self.job.cluster_types()) - self.job.elastic_max
             self.rendezvous = Rendezvous(f"{self.app_id}-{attempt}", self.job.elastic_min + others,
-                                         self.job.elastic_max + others, chief=chief)
+                                         self.job.elastic_max + others, chief=chief,
+                                         handover=self.job.output_path.startswith("hdfs:"))
         self.spares = (spare_rules.Spares(self.job.spares, self.job.max_free_retries)
                        if self.job.elastic_max and self.job.spares else None)
         self.training.new_attempt(attempt)
         self._notify()
+
+    def writer_of(self, type_: str, index: int, container_id: str) -> bool | None:
+        """Whether this task's container holds the output's writer role (an elastic job with the AM's
+        rendezvous: rank 0's container, which may have moved from the chief's); None: the task's own rule
+        (IS_CHIEF) decides."""
+        if self.rendezvous is None:
+            return None
+        return self.rendezvous.writer_of(f"{type_}:{index}", container_id)
+
+    def must_take_writer(self, container_id: str) -> bool:
+        """The heartbeat's word to the container that became rank 0 when the writer's was lost."""
+        return self.rendezvous is not None and self.rendezvous.must_take(container_id)
+
+    def rendezvous_tick(self, now: float) -> None:
+        """The rendezvous' clock (core/am/rendezvous.py), and what the AM says of it: a writer role that moved
+        goes to the history in one line, and the new holder's held heartbeat is answered at once."""
+        rdzv = self.rendezvous
+        if rdzv is None:
+            return
+        rdzv.tick(now, self.gone_containers())
+        for move in rdzv.drain_moves():
+            line = move.line()
+            log.warning("attempt %d: %s", self.attempt, line)
+            if self.listener is not None:
+                self.listener(ev.WRITER_MOVED, attempt=self.attempt, task=move.to_task, container_id=move.to_container,
+                              from_task=move.from_task, from_container=move.from_container, round=move.number,
+                              line=line)
+            self._tell_stop()
 
     def gone_containers(self) -> set[str]:
         """YARN containers whose tasks are over or that the AM gave back: their torchrun agents are gone."""
@@ -300,6 +331,7 @@ class Registry:
         if container_id:
             task.container_id = task.container_id or container_id
             task.yarn_container_id = task.yarn_container_id or container_id
+        self.writer_of(type_, index, container_id)  # the chief's first container takes the writer role
         now = time.time()
         first = task.registered_at is None
         task.registered_at = task.registered_at or now
@@ -369,12 +401,17 @@ class Registry:
             task.last_heartbeat = time.time()
 
     def heartbeat(self, type_: str, index: int, attempt: int, usage: dict[str, Any] | None = None,
-                  container_id: str = "") -> str:
-        """'run' or 'stop' (the AM wants this task to end); the task is alive."""
+                  container_id: str = "", writer: bool = False) -> str:
+        """'run' or 'stop' (the AM wants this task to end); the task is alive. `writer`: its container holds
+        the output's writer role (it claimed): a handover waiting for it ends."""
         task = self._task(type_, index, attempt)
         if not isinstance(task, str):
             task.last_heartbeat = time.time()
             self._record_usage(task, usage)
+            if writer and self.rendezvous is not None and self.rendezvous.took(container_id):
+                log.info("attempt %d: %s (container %s) took the output's writer role", attempt, task.id,
+                         container_id)
+                self._notify()
         return self.answer(type_, index, attempt, container_id)
 
     def running(self, type_: str, index: int, attempt: int) -> bool:

@@ -161,6 +161,9 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         if reason is not None:
             return web.json_response({"error": reason}, status=409)
         registered = b'{"ok": true, "gpus": ' + json.dumps(registry.gpus_of(msg.type, msg.index)).encode()
+        writer = registry.writer_of(msg.type, msg.index, msg.container_id)
+        if writer is not None:  # elastic: whether this container writes the output (not IS_CHIEF: the role moves)
+            registered += b', "writer": ' + json.dumps(writer).encode()
         if registry.sealed_hdfs_token:  # a task starting after the job's first token expired stages with this one
             registered += b', "hdfs_token": ' + json.dumps(registry.sealed_hdfs_token).encode()
         if wait <= 0:
@@ -218,12 +221,16 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
 
     async def heartbeat(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Heartbeat)
-        action = registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage, msg.container_id)
-        if action == "run" and msg.wait > 0 and registry.running(msg.type, msg.index, msg.attempt):
-            # held: a stop decided meanwhile is answered at once (an ended task's is not held: it is exiting)
+        action = registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage, msg.container_id, msg.writer)
+        if (action == "run" and msg.wait > 0 and registry.running(msg.type, msg.index, msg.attempt)
+                and not registry.must_take_writer(msg.container_id)):
+            # held: a stop decided meanwhile is answered at once (an ended task's is not held: it is exiting),
+            # as is the writer role moving to this container (its round waits for it to take the role)
             await registry.stop_news(min(float(msg.wait), MAX_HEARTBEAT_WAIT_S))
             action = registry.answer(msg.type, msg.index, msg.attempt, msg.container_id)
-        answer = {"action": action}
+        answer: dict[str, str] = {"action": action}
+        if action == "run" and registry.must_take_writer(msg.container_id):
+            answer["writer"] = "take"  # claim the output, take what HDFS holds, push; then say writer=true
         if registry.sealed_hdfs_token:  # the newest HDFS token from the job's keytab (core/am/token_renewal.py)
             answer["hdfs_token"] = registry.sealed_hdfs_token
         return web.json_response(answer)
@@ -283,7 +290,7 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
         try:
             while True:
                 now = time.monotonic()
-                rdzv.tick(now, registry.gone_containers())
+                registry.rendezvous_tick(now)
                 answer = _rendezvous_step(rdzv, op, msg, now)
                 if not answer.get("missing") and answer.get("state") != "waiting" or now >= deadline:
                     return web.json_response(answer)

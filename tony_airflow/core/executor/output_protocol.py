@@ -47,10 +47,11 @@ class Version:
 
 @dataclass(frozen=True)
 class Mark:
-    """A writer's claim on the output: its epoch, and the (application, attempt) it writes for."""
+    """A writer's claim on the output: its epoch, the (application, attempt) it writes for, and who wrote it."""
     epoch: int
     app: str
     attempt: int
+    writer: str = ""
 
     @property
     def name(self) -> str:
@@ -63,7 +64,7 @@ class Mark:
     def read(cls, epoch: int, data: bytes) -> Mark:
         words = data.decode("utf-8", "replace").split()
         try:
-            return cls(epoch, words[0], int(words[1]))
+            return cls(epoch, words[0], int(words[1]), words[2] if len(words) > 2 else "")
         except (IndexError, ValueError):
             return cls(epoch, "", 0)  # unreadable: another writer's, surely
 
@@ -126,6 +127,7 @@ class OutputDirectory:
         self.writer = writer or "w"
         self.attempt = attempt                      # (application id, attempt number) of this writer
         self.epoch = 0                              # this writer's epoch (0: none seen yet)
+        self.claimed = False                        # this writer made its own claim (not an evaluator's join)
         self._held: dict[str, Version] = {}         # rel -> the local version HDFS holds (pushed or pulled)
         self._hashes: dict[str, Any] = {}           # rel -> sha256 of the bytes published (tells an append)
         self._seen: dict[str, RemoteFile] = {}      # rel -> the remote version a pull copied
@@ -300,13 +302,14 @@ class OutputDirectory:
         app, attempt = self.attempt
         self.files.mkdirs(self.remote)
         for _ in range(CLAIM_TRIES):
-            mine = Mark(max(self._epochs(), default=0) + 1, app, attempt)
+            mine = Mark(max(self._epochs(), default=0) + 1, app, attempt, self.writer)
             try:
                 self.files.create_new(f"{self.remote}/{mine.name}", mine.content(self.writer))
             except FileExistsError:
                 continue  # another writer took that epoch at the same moment: the next one
             self.epoch = mine.epoch
             self._marks_read[mine.epoch] = mine
+            self.claimed = True
             break
         else:
             raise WriterFenced(f"{self.uri}: no epoch could be claimed in {CLAIM_TRIES} tries")
@@ -323,6 +326,11 @@ class OutputDirectory:
         epochs = self._epochs()
         own = [e for e in epochs if self._whose(e) == self.attempt]
         self.epoch = max(own or epochs or [0])
+
+    @property
+    def fenced(self) -> bool:
+        """A newer writer claimed the output (or this one was halted): it publishes nothing more."""
+        return self._halted.is_set()
 
     def adopt(self) -> None:
         """The files HDFS holds now are this writer's to replace and remove (a chief resuming)."""
@@ -351,18 +359,22 @@ class OutputDirectory:
 
     def _fence(self) -> None:
         """Before every rename, append and delete: fenced once another (application, attempt) holds a
-        newer epoch. One LISTSTATUS; a newer mark's owner is read once."""
+        newer epoch, or, for a writer that claimed, another writer of its own attempt does (an elastic job's
+        writer role moved to a survivor's container while this one was cut off, issue 51). One LISTSTATUS;
+        a newer mark's owner is read once."""
         if self._halted.is_set():
             raise WriterFenced("this writer was stopped")
         for epoch in sorted(self._epochs(), reverse=True):
             if epoch <= self.epoch:
                 break
             whose = self._whose(epoch)
-            if whose != self.attempt:
+            mark = self._marks_read.get(epoch)
+            moved = self.claimed and whose == self.attempt and mark is not None and mark.writer != self.writer
+            if whose != self.attempt or moved:
                 self._halted.set()
                 app, attempt = whose or ("another writer", 0)
-                raise WriterFenced(f"{self.uri} was claimed by {app} attempt {attempt} "
-                                   f"(epoch {epoch} > {self.epoch})")
+                by = f"{mark.writer} of the same attempt" if moved and mark is not None else f"{app} attempt {attempt}"
+                raise WriterFenced(f"{self.uri} was claimed by {by} (epoch {epoch} > {self.epoch})")
 
     def _forget_held(self, rel: str) -> None:
         self._held.pop(rel, None)

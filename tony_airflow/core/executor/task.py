@@ -146,6 +146,9 @@ class Executor:
         self.stopped_at: float | None = None  # when a stop began: what changed after it may be torn
         self._sealed_token = ""  # the last HDFS token the AM handed over (sealed), already in use
         self.mirror: Mirror | None = None
+        self.writer_by_am: bool | None = None  # elastic: the AM says whether this container writes (not IS_CHIEF)
+        self.is_writer = False                 # this container holds the output's writer role (it claimed)
+        self._taking = threading.Lock()        # one take-over of the writer role at a time
         self.am_lost = threading.Event()
         self.finished = threading.Event()
         self.give_up_s = job.timeouts.heartbeat or AM_LOST_DEFAULT_S
@@ -166,6 +169,7 @@ class Executor:
             reservation.release()
             return 0
         self._answered()
+        self.writer_by_am = answer.get("writer") if isinstance(answer.get("writer"), bool) else None
         self._take_hdfs_token(answer.get("hdfs_token") or "")  # before staging: the job may outlive its first token
         heartbeats = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         heartbeats.start()
@@ -289,7 +293,7 @@ class Executor:
             engine.remove(plan.engine, plan.name)
         tee.close()  # all of the output reaches the AM before the task reports its end
         self._close_status_channel(channel)  # and the program's last numbers (closing twice does nothing)
-        unpublished = self._finish_output(mirror, push, code, ended_at)
+        unpublished = self._finish_output(mirror, push or self.is_writer, code, ended_at)
         if unpublished and code == 0 and not self.stop_requested.is_set():
             code = OUTPUT_NOT_PUBLISHED
         ended_by_engine = plan is not None and bool(code) and not self.stop_requested.is_set()
@@ -355,7 +359,7 @@ class Executor:
     def _end_without_command(self, mirror: Mirror | None, push: bool, reason: str) -> int:
         """The command could not start (its container engine said no): the attempt fails with `reason`."""
         log.error("%s", reason)
-        self._finish_output(mirror, push, ENGINE_FAILED, time.time())
+        self._finish_output(mirror, push or self.is_writer, ENGINE_FAILED, time.time())
         if self.am_lost.is_set():
             return AM_LOST_EXIT
         self._report(ENGINE_FAILED, "", reason)
@@ -443,9 +447,15 @@ class Executor:
             return None, False
         local_dir = Path(f"{protocol.OUTPUT_DIR}-{self.me.app_id}" if self.local else protocol.OUTPUT_DIR)
         me = self.me
-        mirror = Mirror(self.job.output_path, local_dir, writer=f"{me.app_id}.a{me.attempt}.{me.type}{me.index}",
-                        attempt=(me.app_id, me.attempt))
-        writer = env.get("IS_CHIEF") == "true"
+        name = f"{me.app_id}.a{me.attempt}.{me.type}{me.index}"
+        if self.writer_by_am is not None:  # elastic: the role moves between containers of one attempt, and a
+            # claim fences another writer of the same attempt by its name (output_protocol._fence): its container's
+            name += "." + str(self.ident["container_id"]).rsplit("_", 1)[-1]
+        mirror = Mirror(self.job.output_path, local_dir, writer=name, attempt=(me.app_id, me.attempt))
+        # elastic (the AM's rendezvous): the container that holds the writer role, the chief's at first and
+        # rank 0's after a loss, never a chief's replacement while the role is elsewhere (core/am/rendezvous.py)
+        writer = self.writer_by_am if self.writer_by_am is not None else env.get("IS_CHIEF") == "true"
+        self.is_writer = writer
         evaluator = me.type == "evaluator"  # reads the chief's checkpoints, writes its own results
         if writer:
             mirror.claim()  # an older attempt's writer, if one still runs, publishes nothing more
@@ -510,9 +520,11 @@ class Executor:
         wait = min(self.job.heartbeat_interval, timeout / 2)
         while not self.finished.is_set():
             asked = time.monotonic()
+            answer: dict = {}
             try:
                 usage = self.usage.report() if self.usage else None
-                answer = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage, "wait": wait},
+                answer = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage, "wait": wait,
+                                                                         "writer": self.is_writer},
                                             retries=2, timeout=timeout + wait)
                 action = answer["action"]
                 self._answered()
@@ -525,7 +537,43 @@ class Executor:
                 action = "run"
             if action == "stop":
                 self.stop("the AM asks this task to stop")
+            elif answer_writer(answer) == "take":
+                threading.Thread(target=self.take_writer_role, name="take-writer-role", daemon=True).start()
             self.finished.wait(max(0.0, self.job.heartbeat_interval - (time.monotonic() - asked)))
+
+    def take_writer_role(self) -> None:
+        """The AM made this container rank 0 after the writer's was lost (core/am/rendezvous.py), and every
+        member's round waits: claim the output (a new epoch: the lost writer, were it still running, publishes
+        nothing more), take what HDFS holds now (its last published, whole checkpoint), adopt it and push
+        from now on, as `_stage` does for a chief; then say so at once (the round starts on that word). A
+        failure is logged and not said: the AM fails the attempt after its bound, the next resumes from HDFS."""
+        if not self._taking.acquire(blocking=False):
+            return  # a take-over under way
+        try:
+            if self.is_writer:  # taken already (the AM has not heard yet); a fenced writer is never one again
+                if self.mirror is not None and self.mirror.fenced:
+                    log.error("the AM gives this container the output's writer role again, but its writer was "
+                              "fenced: not taking it")
+                    return
+            elif self.mirror is not None:
+                mirror = self.mirror
+                mirror.claim()
+                taken = mirror.pull(events=False)
+                mirror.adopt()
+                mirror.start("push", writers=self._command_pids, alive=self._command_runs)
+                self.is_writer = True
+                log.info("output %s: this container is rank 0 and takes the writer role (epoch %d): %d file(s) "
+                         "taken from HDFS", mirror.uri, mirror.epoch, taken)
+            elif self.job.output_path and is_hdfs(self.job.output_path):
+                return  # still staging: the next heartbeat's answer asks again
+            else:
+                self.is_writer = True  # no output to take: the role is a name
+            self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "writer": True}, retries=2,
+                               timeout=MAX_CALL_TIMEOUT_S)
+        except Exception as exc:
+            log.error("could not take the output's writer role: %s", " ".join(str(exc).split())[:300])
+        finally:
+            self._taking.release()
 
     def _take_hdfs_token(self, sealed: str) -> None:
         """A newer HDFS delegation token the AM got from the job's keytab: this process's WebHDFS calls (the
@@ -570,6 +618,11 @@ class Executor:
         # Stop from another thread: the main thread is inside Popen.wait(),
         # which returns once the group is gone, and then reports and exits.
         threading.Thread(target=self.child.stop, args=(3.0,), daemon=True).start()
+
+
+def answer_writer(answer: Mapping[str, object]) -> str:
+    """The heartbeat answer's word on the output's writer role: 'take' (this container became rank 0) or ''."""
+    return str(answer.get("writer") or "")
 
 
 def with_job_env(environ: Mapping[str, str], job_env: Mapping[str, str]) -> dict[str, str]:

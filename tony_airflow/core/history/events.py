@@ -42,6 +42,7 @@ GANG_REQUESTED = "GANG_REQUESTED"  # ... and asked for them again
 ATTEMPT_ENDED = "ATTEMPT_ENDED"
 WORKER_LOST = "WORKER_LOST"          # an elastic job's worker container was lost; one replacement was asked for
 WORKER_REPLACED = "WORKER_REPLACED"  # ... and it runs: the others kept theirs (core/am/elastic.py)
+WRITER_MOVED = "WRITER_MOVED"        # the output's writer role went to the new rank 0 (core/am/rendezvous.py)
 SPARE_REQUESTED = "SPARE_REQUESTED"  # an elastic job's spare container was asked for (core/am/spares.py)
 SPARE_WAITING = "SPARE_WAITING"      # ... its executor is up and waits for a lost worker's place
 SPARE_LOST = "SPARE_LOST"            # ... its container ended while it waited (asked for again within the bound)

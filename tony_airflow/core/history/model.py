@@ -70,6 +70,7 @@ class Attempt:
     lost_hosts: list[str] = field(default_factory=list)  # "198.18.0.3 (worker:1)", one per HOST_LOST
     preempted: list[str] = field(default_factory=list)   # "worker:1 on 127.0.0.1", one per PREEMPTED
     replaced: list[str] = field(default_factory=list)    # elastic: "worker:1 lost on …; replaced on …", per loss
+    writer_moves: list[str] = field(default_factory=list)  # elastic: "WRITER_MOVED: from worker:0 (…) to worker:1 …"
     gang: list[str] = field(default_factory=list)        # its waits and wait-die releases (GANG_* events)
     cause: str = ""                   # what YARN did that ended it ("preemption", "lost host")
     counted: bool = True              # against --max-attempts (docs/submitting.md, "Attempts")
@@ -178,6 +179,8 @@ class JobHistory:
                 replaced[pending[-1]] = line
             else:
                 replaced.append(line)
+        elif kind == ev.WRITER_MOVED:  # the output's writer went with rank 0 to a survivor (core/am/rendezvous.py)
+            self._attempt(e).writer_moves.append(str(e.get("line") or f"WRITER_MOVED: to {e.get('task', '?')}"))
         elif kind == ev.SPARE_LOST:  # a spare lost while it waited (core/am/spares.py): asked for again
             self._attempt(e).replaced.append(f"{e.get('line') or e.get('spare', '?')}; a new spare was asked for")
         elif kind == ev.GANG_REQUESTED:

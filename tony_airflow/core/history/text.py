@@ -58,6 +58,7 @@ def job_report(job: JobHistory, with_events: bool = True) -> str:
             out.append(f"preempted by YARN: {'; '.join(attempt.preempted)}")
         if attempt.replaced:
             out.append(f"workers replaced (elastic): {'; '.join(attempt.replaced)}")
+        out += attempt.writer_moves  # elastic: the output's writer went with rank 0 to a survivor
         if attempt.gang:
             out.append(f"gang: {'; '.join(attempt.gang)}")
         rows = [[("* " if run.task == attempt.first_failure else "  ") + run.task, run.status,

@@ -6,10 +6,18 @@ call 1 s, silence 3 s.
 
 Invariants: every round has MIN..MAX distinct members, one rank 0, and the master its node named; every agent
 told of a round agrees on its size, its master and its own distinct rank; round numbers only grow; a node
-whose container is gone is in no later round; the chief's node is rank 0 of every round it is in. Liveness
+whose container is gone is in no later round. Liveness
 (`settle`): with every live agent behaving (heartbeats, restarts when nodes wait), the live agents end in one
 round of min(live, MAX) members (the rest waiting) as soon as MIN of them live, whichever container was
-lost. `TONY_RENDEZVOUS_EXAMPLES` sets the examples."""
+lost. `TONY_RENDEZVOUS_EXAMPLES` sets the examples.
+
+The output's writer role (issue 51 item 5): each agent's executor registers (the chief's first container is
+told it writes and claims at its start); when the role moves its new holder's executor claims (`take`: a
+step that may come late, or never: `stuck`, and the AM then fails the attempt after the handover's bound).
+Invariants: the current round's rank 0 is in the writer's container; an agent told its round is ready was
+told so after rank 0's container claimed the output last (at most one container holds it, and it is that
+one); the role moves only when no live node of its container is left; a registration says "writer" only to
+the role's holder."""
 
 from __future__ import annotations
 
@@ -24,7 +32,7 @@ from tony_airflow.core.am.rendezvous import Rendezvous, RendezvousError
 
 TASKS = ["worker:0", "worker:1", "worker:2", "worker:3"]
 CHIEF = "worker:0"
-LAST_CALL_S, SILENT_S = 1.0, 3.0
+LAST_CALL_S, SILENT_S, HANDOVER_S = 1.0, 3.0, 5.0
 
 
 @dataclass
@@ -39,6 +47,7 @@ class Agent:
     number: int = 0          # the round its workers run in
     dead: bool = False       # its container is gone
     silent: bool = False     # alive but hung: no word to the AM
+    stuck: bool = False      # its executor does not take the writer role (hung on HDFS)
 
     @property
     def name(self) -> str:
@@ -60,7 +69,8 @@ class RendezvousModel(RuleBasedStateMachine):
     def _new_am(self) -> None:
         self.am += 1
         self.rdzv = Rendezvous(f"app-{self.am}", self.min_nodes, self.max_nodes, chief=CHIEF,
-                               last_call_s=LAST_CALL_S, silent_s=SILENT_S)
+                               last_call_s=LAST_CALL_S, silent_s=SILENT_S, handover_s=HANDOVER_S)
+        self.claims: list[str] = []  # the containers whose executors claimed the output, in order (epochs)
         self.agents = [self._agent(task) for task in TASKS[:self.max_nodes]]
         self.gone: set[str] = set()
         self.told: dict[int, dict[str, tuple[int, int, tuple[str, int]]]] = {}  # round -> name -> (rank, world, master)
@@ -68,8 +78,14 @@ class RendezvousModel(RuleBasedStateMachine):
         self.dead_before: dict[str, int] = {}  # container -> the next round number when it died
 
     def _agent(self, task: str) -> Agent:
+        """A new container registers (its executor claims at its start when it is told it writes), then its
+        torchrun agent starts."""
         self.serial += 1
-        return Agent(task, f"c{self.am}_{self.serial}", 1000 + self.serial)
+        agent = Agent(task, f"c{self.am}_{self.serial}", 1000 + self.serial)
+        if self.rdzv.writer_of(task, agent.container):
+            assert agent.container == self.rdzv.writer and agent.container not in self.claims
+            self.claims.append(agent.container)
+        return agent
 
     def _live(self) -> list[Agent]:
         return [a for a in self.agents if not a.dead]
@@ -95,6 +111,9 @@ class RendezvousModel(RuleBasedStateMachine):
             agent.state = "idle"  # dropped or closed: the handler joins again (or gives up when closed)
             return
         if answer["state"] == "ready":
+            rank0 = self.rdzv.round.members[0].split("@")[1].split("#")[0] if self.rdzv.round else ""
+            assert self.claims and self.claims[-1] == rank0, ("a round ran before its rank 0 held the output",
+                                                              self.claims, rank0)
             self.told.setdefault(answer["round"], {})[agent.name] = (
                 answer["rank"], answer["world_size"], (answer["master_addr"], answer["master_port"]))
             agent.state, agent.number = "running", answer["round"]
@@ -105,7 +124,7 @@ class RendezvousModel(RuleBasedStateMachine):
             agent.state = "idle"  # torchrun restarts its workers into a new round
 
     def _act(self, agent: Agent) -> None:
-        if agent.dead or agent.silent:
+        if agent.dead or agent.silent or agent not in self.agents:  # (an earlier AM's agent: refused)
             return
         if agent.state == "idle":
             self._join(agent)
@@ -114,9 +133,24 @@ class RendezvousModel(RuleBasedStateMachine):
         else:
             self._beat(agent)
 
+    def _take(self, agent: Agent) -> None:
+        """Its executor heard from the AM that it must take the writer role: it claims (a new epoch), pulls
+        and says so."""
+        if agent in self.agents and not agent.dead and not agent.stuck and self.rdzv.must_take(agent.container):
+            self.claims.append(agent.container)
+            assert self.rdzv.took(agent.container)
+
     def _tick(self) -> None:
         before = self.rdzv.round.number if self.rdzv.round else 0
-        if self.rdzv.tick(self.now, self.gone):
+        writer = self.rdzv.writer
+        formed = self.rdzv.tick(self.now, self.gone)
+        if self.rdzv.writer != writer and writer:
+            assert not any(n.container == writer for n in self.rdzv.nodes.values()), \
+                f"the role left {writer}, whose agent lives"
+        if self.rdzv.handover_overdue(self.now):  # the AM fails the attempt: the next one starts anew
+            self._new_am()
+            return
+        if formed:
             assert self.rdzv.round is not None
             assert self.rdzv.round.number > before
             self.numbers.append(self.rdzv.round.number)
@@ -126,6 +160,16 @@ class RendezvousModel(RuleBasedStateMachine):
     def act(self, i: int) -> None:
         self._act(self.agents[i % len(self.agents)])
         self._tick()
+
+    @rule(i=st.integers(0, 3))
+    def take(self, i: int) -> None:
+        """An executor's heartbeat answer came (late or soon): it takes the role if it must."""
+        self._take(self.agents[i % len(self.agents)])
+
+    @rule(i=st.integers(0, 3))
+    def stuck(self, i: int) -> None:
+        agent = self.agents[i % len(self.agents)]
+        agent.stuck = not agent.stuck
 
     @rule(i=st.integers(0, 3))
     def workers_fail(self, i: int) -> None:
@@ -184,6 +228,7 @@ class RendezvousModel(RuleBasedStateMachine):
         for _ in range(40):  # every live agent behaves; the clock runs
             for agent in self._live():
                 self._act(agent)
+                self._take(agent)
             self.now += 0.5
             self._tick()
         live = self._live()
@@ -204,11 +249,9 @@ class RendezvousModel(RuleBasedStateMachine):
         current = self.rdzv.round
         assert self.min_nodes <= len(current.members) <= self.max_nodes
         assert len(set(current.members)) == len(current.members)
-        tasks = [m.split("@")[0] for m in current.members]
-        if CHIEF in tasks:
-            assert tasks[0] == CHIEF, current.members
         first = current.members[0]
         container, pid = first.split("@")[1].split("#")
+        assert container == self.rdzv.writer, (current.members, self.rdzv.writer)
         assert current.master == (f"h-{container}", int(pid.split(".")[0]))
         for member in current.members:
             died = self.dead_before.get(member.split("@")[1].split("#")[0])

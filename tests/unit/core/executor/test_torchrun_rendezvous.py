@@ -1,6 +1,8 @@
 """torchrun's handler for the AM's rendezvous (issue 51) against the AM's real server: agents form a round,
 their store works as torch's agent uses it, a lost container (rank 0's) makes the survivor see a node
-waiting and the next round forms with the replacement, rank 0 back in the chief's task; a closed rendezvous
+waiting and the next round forms with the replacement, the survivor rank 0 (the output's writer role moved
+to its container: the round waits until its executor, told by a held heartbeat's answer, took it; the
+chief's replacement is told it does not write); a closed rendezvous
 and another attempt are refused; torchrun finds the backend through the executor's plugin directory."""
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from tests.unit.core.support import SECRET, make_job
 from tony_airflow.core import protocol
 from tony_airflow.core.am import server
 from tony_airflow.core.am.registry import Registry
-from tony_airflow.core.executor.task import torchrun_plugin_env
+from tony_airflow.core.executor.task import RegistryClient, torchrun_plugin_env
+from tony_airflow.core.history import events as ev
 
 pytest.importorskip("torch")
 from torch.distributed.elastic.rendezvous import (  # noqa: E402
@@ -36,7 +39,9 @@ class AM:
     """The AM's server on a port of its own, in a thread with its own event loop."""
 
     def __init__(self, job_req: str = "worker:2", elastic: str = "2:2") -> None:
-        self.reg = Registry(make_job(job_req, framework="pytorch", elastic=elastic), "app_1")
+        self.events: list[tuple[str, dict]] = []
+        self.reg = Registry(make_job(job_req, framework="pytorch", elastic=elastic, output="hdfs:///out"), "app_1",
+                            listener=lambda name, **fields: self.events.append((name, fields)))
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -130,14 +135,31 @@ def test_agents_form_a_round_use_its_store_and_reform_it_after_rank_0s_container
     while other.num_nodes_waiting() == 0:
         assert time.monotonic() < deadline, "the survivor never heard of the lost node"
         time.sleep(0.2)
-    # ... and joins again; the replacement of worker 0 joins; the new round has the chief's task as rank 0
+    # ... and joins again; the replacement of worker 0 registers (it is told it does not write) and joins; the
+    # new round has the survivor as rank 0: the writer role moves to its container, and the round waits for it
     am.call(lambda: am.reg.replace(("worker", 0)))
-    _register(am, 0, "c2")
+    client = RegistryClient(f"127.0.0.1:{am.port}", SECRET)
+    registered = client.call("POST", protocol.REGISTER, {"type": "worker", "index": 0, "attempt": 1, "host": "host-0",
+                                                         "port": 4010, "container_id": "c2"})
+    assert registered["writer"] is False
     replacement = _handler(am, ("worker", 0), "c2", monkeypatch)
+    ident = {"type": "worker", "index": 1, "attempt": 1, "container_id": "c1"}
     with ThreadPoolExecutor(2) as pool:
-        again, new = pool.map(lambda h: h.next_rendezvous(), [other, replacement])
-    assert (new.rank, again.rank, again.world_size) == (0, 1, 2)
-    assert again.bootstrap_store_info.master_addr == "host-0" and other.num_nodes_waiting() == 0
+        rounds = [pool.submit(h.next_rendezvous) for h in (other, replacement)]
+        for _ in range(20):  # held heartbeats (5 s each), answered at once when the role moves
+            answer = client.call("POST", protocol.HEARTBEAT, {**ident, "wait": 5.0})
+            if answer.get("writer") == "take":
+                break
+        assert answer == {"action": "run", "writer": "take"}
+        time.sleep(1.0)
+        assert not any(r.done() for r in rounds)  # nobody trains before the new writer took the role
+        assert client.call("POST", protocol.HEARTBEAT, {**ident, "writer": True}) == {"action": "run"}
+        again, new = (r.result(30) for r in rounds)
+    assert (again.rank, new.rank, again.world_size) == (0, 1, 2)
+    assert again.bootstrap_store_info.master_addr == "host-1" and other.num_nodes_waiting() == 0
+    moved = [e for e in am.events if e[0] == ev.WRITER_MOVED]
+    assert [e[1]["line"] for e in moved] == ["WRITER_MOVED: from worker:0 (container c0) to worker:1 (container c1), "
+                                             "round 2"]
     assert am.reg.rendezvous is not None and am.reg.rendezvous.round is not None
     assert am.reg.rendezvous.round.number == 2
     with pytest.raises(LookupError):  # the old round's space is not the new round's

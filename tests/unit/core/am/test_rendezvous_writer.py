@@ -1,0 +1,181 @@
+"""The output's writer role in the AM's torchrun rendezvous (core/am/rendezvous.py, issue 51 item 5): rank 0 is
+always the writer's container; the role moves only when that container is gone, to the first survivor, and
+its round waits until the new writer's executor has taken it. Pure: `now` is passed in."""
+
+from __future__ import annotations
+
+from tony_airflow.core.am.rendezvous import Rendezvous
+
+LAST_CALL, SILENT, HANDOVER = 1.0, 3.0, 10.0
+
+
+def rendezvous(min_nodes: int = 1, max_nodes: int = 2, handover: bool = True) -> Rendezvous:
+    return Rendezvous("app-1", min_nodes, max_nodes, chief="worker:0", last_call_s=LAST_CALL, silent_s=SILENT,
+                      handover=handover, handover_s=HANDOVER)
+
+
+def join(r: Rendezvous, task: str, container: str, now: float, pid: int = 1) -> str:
+    name = f"{task}@{container}#{pid}.0"
+    r.join(name, task, container, f"h-{container}", pid, now)
+    return name
+
+
+def test_the_chiefs_first_container_holds_the_role_and_its_replacement_does_not_while_the_role_is_elsewhere():
+    r = rendezvous()
+    assert r.writer_of("worker:1", "c1") is False
+    assert r.writer_of("worker:0", "c0") is True
+    assert r.writer_of("worker:0", "c0") is True  # asked again (a registration's retry): the same answer
+    assert r.writer_of("worker:0", "c9") is False  # a second container of the chief's task while c0 holds it
+
+
+def test_rank_0_is_the_writers_container_whichever_came_first():
+    r = rendezvous(2, 2)
+    r.writer_of("worker:0", "c0")
+    b = join(r, "worker:1", "c1", 0.0)
+    a = join(r, "worker:0", "c0", 0.1)
+    assert r.tick(0.1)
+    assert r.round is not None and r.round.members == [a, b]
+    assert r.next(a, 0.2)["state"] == "ready" and r.next(a, 0.2)["rank"] == 0
+    assert r.moves == [] and not r.taking
+
+
+def test_when_the_writers_container_is_gone_the_first_survivor_is_rank_0_and_its_round_waits_for_the_handover():
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    a, b = join(r, "worker:0", "c0", 0.0), join(r, "worker:1", "c1", 0.0)
+    assert r.tick(0.0) and r.round is not None and r.round.members == [a, b]
+    # worker 0's container SIGKILLed: YARN tells the AM; worker 1's agent restarts into a new round
+    r.tick(1.0, {"c0"})
+    b2 = join(r, "worker:1", "c1", 1.0)
+    assert r.tick(2.5, {"c0"})  # MIN 1: the survivor alone after the last call
+    assert r.round.members == [b2] and r.round.number == 2
+    assert [m.line() for m in r.drain_moves()] == [
+        "WRITER_MOVED: from worker:0 (container c0) to worker:1 (container c1), round 2"]
+    assert r.writer == "c1" and r.must_take("c1") and not r.must_take("c0")
+    assert r.next(b2, 2.6)["state"] == "waiting"  # nobody trains before the new writer took the role
+    assert r.took("c0") is False and r.next(b2, 2.7)["state"] == "waiting"
+    assert r.took("c1") is True
+    answer = r.next(b2, 2.8)
+    assert answer["state"] == "ready" and answer["rank"] == 0
+    # worker 0's replacement registers: it does not claim, and it joins behind the writer
+    assert r.writer_of("worker:0", "c5") is False
+    r.heartbeat(b2, 2, 3.0)
+    c = join(r, "worker:0", "c5", 3.0)
+    assert r.heartbeat(b2, 2, 3.1)["waiting"] == 1
+    b3 = join(r, "worker:1", "c1", 3.2)
+    assert r.tick(3.2, {"c0"}) and r.round.members == [b3, c]  # MAX waited: the writer stays rank 0
+    assert r.drain_moves() == [] and r.writer == "c1"
+    assert r.next(c, 3.3)["rank"] == 1
+
+
+def test_the_role_never_moves_while_the_writers_container_lives_a_round_waits_for_it():
+    r = rendezvous(1, 3)
+    r.writer_of("worker:0", "c0")
+    a, b, c = (join(r, f"worker:{i}", f"c{i}", 0.0) for i in range(3))
+    assert r.tick(0.0) and r.round.members == [a, b, c]
+    r.leave(b)  # worker:1's agent ends: the others restart into a new round
+    b2, c2 = join(r, "worker:1", "c1", 1.0, pid=2), join(r, "worker:2", "c2", 1.0)
+    for now in (2.0, 3.5, 5.0):  # the writer's agent lives (it heartbeats): no round without it
+        r.heartbeat(a, 1, now)
+        r.next(b2, now), r.next(c2, now)
+        assert not r.tick(now)
+    a2 = join(r, "worker:0", "c0", 5.1)
+    assert r.tick(5.1) and r.round.members[0] == a2 and r.drain_moves() == []
+    assert {b2, c2} <= set(r.round.members)
+
+
+def test_a_silent_writer_is_dropped_then_the_role_moves():
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    a, _ = join(r, "worker:0", "c0", 0.0), join(r, "worker:1", "c1", 0.0)
+    assert r.tick(0.0)
+    b2 = join(r, "worker:1", "c1", 1.0)
+    r.heartbeat(a, 1, 1.0)
+    assert not r.tick(3.5)  # worker:0's agent may still answer
+    r.next(b2, 3.5)
+    assert r.tick(4.5)      # silent 3.5 s > 3 s: dropped, and the survivor's round forms
+    assert r.round.members == [b2] and r.writer == "c1" and r.taking
+
+
+def test_a_handover_not_taken_in_time_is_overdue_unless_the_new_writer_is_gone_too():
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    join(r, "worker:0", "c0", 0.0)
+    join(r, "worker:1", "c1", 0.0)
+    r.tick(0.0)
+    r.tick(0.5, {"c0"})
+    b2 = join(r, "worker:1", "c1", 0.5)
+    assert r.tick(2.0, {"c0"}) and r.taking
+    assert r.handover_overdue(2.0 + HANDOVER - 0.1) == ""
+    r.next(b2, 11.9)
+    line = r.handover_overdue(2.0 + HANDOVER + 0.1)
+    assert line.startswith("worker:1 (container c1) did not take the output's writer role within 10s"), line
+    r.tick(12.5, {"c0", "c1"})  # the new writer's container gone too: the next round moves the role again
+    assert r.handover_overdue(20.0) == ""
+
+
+def test_without_an_output_to_take_the_role_moves_with_rank_0_at_once():
+    r = rendezvous(1, 2, handover=False)
+    r.writer_of("worker:0", "c0")
+    join(r, "worker:0", "c0", 0.0)
+    join(r, "worker:1", "c1", 0.0)
+    r.tick(0.0)
+    r.tick(0.5, {"c0"})
+    b2 = join(r, "worker:1", "c1", 0.5)
+    assert r.tick(2.0, {"c0"}) and r.writer == "c1" and not r.taking
+    assert r.next(b2, 2.1)["state"] == "ready"
+    assert len(r.drain_moves()) == 1
+
+
+def test_the_am_fails_the_attempt_in_one_line_when_the_new_writer_never_takes_the_role():
+    from types import SimpleNamespace
+
+    from tony_airflow.core.am.master import ApplicationMaster
+
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    join(r, "worker:0", "c0", 0.0)
+    join(r, "worker:1", "c1", 0.0)
+    r.tick(0.0)
+    r.tick(0.5, {"c0"})
+    b2 = join(r, "worker:1", "c1", 0.5)
+    assert r.tick(2.0, {"c0"}) and r.taking
+    r.taking_since -= 2 * HANDOVER  # the AM's clock is time.monotonic(): the handover began long ago
+    r.next(b2, r.taking_since + 2 * HANDOVER)  # its agent lives (it polls)
+    r.nodes[b2].seen = 1e18
+    outcome = ApplicationMaster._decide(SimpleNamespace(registry=SimpleNamespace(rendezvous=r)), 0.0)  # type: ignore[arg-type]
+    assert outcome is not None and not outcome.ok
+    assert outcome.reason.startswith("worker:1 (container c1) did not take the output's writer role within 10s")
+
+
+def test_tony_history_show_says_the_writer_moved():
+    from tony_airflow.core.history import events as ev
+    from tony_airflow.core.history.model import JobHistory
+    from tony_airflow.core.history.text import job_report
+
+    line = "WRITER_MOVED: from worker:0 (container c0) to worker:1 (container c1), round 2"
+    job = JobHistory.from_events("a", [{"time": 1, "event": ev.ATTEMPT_STARTED, "attempt": 1, "tasks": []},
+                                       {"time": 2, "event": ev.WRITER_MOVED, "attempt": 1, "task": "worker:1",
+                                        "line": line}])
+    assert job.attempts[0].writer_moves == [line]
+    assert line in job_report(job).splitlines()
+
+
+def test_a_writer_whose_agent_has_not_started_yet_is_waited_for_until_its_container_is_gone():
+    """MIN 1: worker:1's agent alone for longer than the last call while the chief's container registered and
+    stages its input: no round without it (the role would move from a live container)."""
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    b = join(r, "worker:1", "c1", 0.0)
+    for now in (1.0, 2.0, 2.5):
+        r.next(b, now)
+        assert not r.tick(now)
+    a = join(r, "worker:0", "c0", 2.6)
+    assert r.tick(2.6) and r.round.members == [a, b] and r.drain_moves() == []
+
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    b = join(r, "worker:1", "c1", 0.0)
+    r.next(b, 2.0)
+    assert r.tick(2.0, {"c0"})  # its container ended before its agent joined: the role moves
+    assert r.round.members == [b] and r.writer == "c1" and r.taking
