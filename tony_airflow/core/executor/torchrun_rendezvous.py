@@ -231,8 +231,10 @@ class TonyRendezvousHandler(RendezvousHandler):
             self._beat = threading.Thread(target=self._heartbeats, name="tony-rdzv-heartbeat", daemon=True)
             self._beat.start()
         # in the task's output (torchrun's own logging may be quiet): which round, which rank, which agent
+        formed = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         print(f"{ROUND_LINE} {answer['round']}: rank {answer['rank']} of {answer['world_size']}, rank 0 at "
-              f"{answer['master_addr']}:{answer['master_port']} (node {self.name})", file=sys.stderr, flush=True)
+              f"{answer['master_addr']}:{answer['master_port']}, formed at {formed} (node {self.name})",
+              file=sys.stderr, flush=True)
         return RendezvousInfo(RoundStore(self.client, self.number), int(answer["rank"]), int(answer["world_size"]),
                               RendezvousStoreInfo(str(answer["master_addr"]), int(answer["master_port"])))
 
