@@ -154,6 +154,7 @@ def output_text(rm: ResourceManagerClient, app_id: str, timeout: float = 60) -> 
 
 
 FIRST_STEP = re.compile(r"rank \d+: first step at epoch \d+ at (\S+)")  # digits_torch, once per process
+PLACED_AT = re.compile(r"tony rendezvous: placed as \S+ at (\S+)")  # a spare's early torchrun, given its place
 ROUND_AT = re.compile(r"tony rendezvous: round .* formed at (\S+) \(node")  # torchrun_rendezvous.py
 EPOCH_LINE = re.compile(r"epoch \d+ loss \S+ at (\S+)")  # digits_torch's rank 0, after each epoch
 
@@ -196,7 +197,7 @@ def timeline(run: KilledWorker, logs: str) -> str:
              for e in run.events if e["time"] > run.killed_at
              and e["event"] in ("WORKER_LOST", "WORKER_REPLACED", "SPARE_REQUESTED", "SPARE_WAITING")]
     for ln in logs.splitlines():
-        for what, line in (("round", ROUND_AT), ("first step", FIRST_STEP)):
+        for what, line in (("placed", PLACED_AT), ("round", ROUND_AT), ("first step", FIRST_STEP)):
             m = line.match(ln.strip())
             if m:
                 at = datetime.datetime.fromisoformat(m.group(1)).timestamp() - run.killed_at

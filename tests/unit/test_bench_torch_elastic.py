@@ -11,6 +11,7 @@ LOGS = """rank 1: first step at epoch 0 at 2026-11-27T22:00:01.000+00:00
 epoch 3 loss 0.5000 at 2026-11-27T22:00:05+00:00
 epoch 4 loss 0.4000 at 2026-11-27T22:00:09+00:00
 [I socket.cpp] something else
+tony rendezvous: placed as worker:1 at 2026-11-27T22:00:13.500+00:00
 tony rendezvous: round 2: rank 1 of 3, rank 0 at h:1, formed at 2026-11-27T22:00:14.000+00:00 (node worker:1@c#9.0)
 rank 2: first step at epoch 4 at 2026-11-27T22:00:17.250+00:00
 rank 0: first step at epoch 4 at 2026-11-27T22:00:16.750+00:00
@@ -47,7 +48,7 @@ def test_the_timeline_puts_the_events_and_lines_after_the_kill_in_order():
     run = _run([{"event": "WORKER_LOST", "task": "worker:1", "time": KILLED_AT + 1.5},
                 {"event": "SPARE_WAITING", "time": KILLED_AT - 30},
                 {"event": "WORKER_REPLACED", "task": "worker:1", "time": KILLED_AT + 2.5}])
-    assert timeline(run, LOGS) == ("WORKER_LOST worker:1 1.5, WORKER_REPLACED worker:1 2.5, round 4.0, "
+    assert timeline(run, LOGS) == ("WORKER_LOST worker:1 1.5, WORKER_REPLACED worker:1 2.5, placed 3.5, round 4.0, "
                                    "first step 6.8, first step 7.2")
 
 
