@@ -338,6 +338,8 @@ class ApplicationMaster:
                 settled = all(x.done or x.started_at is not None for x in reg.tasks.values()) and not any(
                     x.done and x.exit_code in policy.KILLED_BY_SIGNAL and not x.yarn_diagnostics
                     for x in reg.tasks.values())  # YARN's reason for a kill is worth a quick look
+                # a task whose executor went quiet may be gone: YARN's word on its container, soon (#54)
+                settled = settled and not policy.silent(reg.tasks.values(), time.time(), self.job.heartbeat_interval)
                 next_poll = time.time() + (STEADY_POLL_S if settled else TICK_S)
             if not reg.spec_published:
                 if time.time() >= self._gang.next_watch:
@@ -601,10 +603,13 @@ class ApplicationMaster:
                     self.registry.container_message(key, c.exit_message)
                 if not task.done:
                     unreported.append((key, f"container {c.yarn_container_id} {state}: {c.exit_message}"))
-        if unreported:
-            await asyncio.sleep(0.5)  # one moment for the executors' own exit reports to arrive, for all of them
-            for key, message in unreported:
-                self.registry.container_gone(key, message)
+        quiet = {t.id for t in policy.silent(self.registry.tasks.values(), time.time(), self.job.heartbeat_interval)}
+        if any(self.registry.tasks[key].id not in quiet for key, _ in unreported):
+            # one moment for the executors' own exit reports to arrive, for all of them (an executor that
+            # went quiet before its container ended sends none: it was killed with it)
+            await asyncio.sleep(0.5)
+        for key, message in unreported:
+            self.registry.container_gone(key, message)
 
     def _spare_gone(self, container: Any) -> None:
         """A spare's container ended while it waited: forgotten, asked for again (within the bound) by the loop."""
