@@ -29,6 +29,7 @@ import skein
 
 from tony_airflow.core import protocol
 from tony_airflow.core.am import elastic, gang, hosts, policy, server, tensorboard_proxy
+from tony_airflow.core.am import spares as spare_rules
 from tony_airflow.core.am.policy import Outcome
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.am.token_renewal import (
@@ -348,7 +349,7 @@ class ApplicationMaster:
                     self._refresh_waiting(attempt)
             if self.job.elastic_max and reg.spec_published:
                 await self._replace_lost_workers(attempt)
-            if reg.spares is not None and reg.spec_published and reg.spares.to_ask():
+            if reg.spares is not None and reg.spec_published and reg.spares.to_ask(time.time()):
                 # once the gang formed: a spare never takes the room a worker of a forming gang waits for
                 await self._ask_spares(attempt)
             outcome = self._decide(attempt_start)
@@ -453,8 +454,9 @@ class ApplicationMaster:
                 continue
             self._replacements.spare_took(task.id)
             self._container_of[spare.container_id] = key
-            log.warning("attempt %d: %s takes the place of %s (on %s, container %s); asking YARN for a new spare",
-                        attempt, spare.id, task.id, spare.host or "?", spare.yarn_container_id or "?")
+            log.warning("attempt %d: %s takes the place of %s (on %s, container %s); a new spare is asked for "
+                        "in %.0fs", attempt, spare.id, task.id, spare.host or "?", spare.yarn_container_id or "?",
+                        spare_rules.AFTER_TAKE_S)
             reg.notice = f"{line}: {spare.id} on {spare.host or '?'} takes its place"
             await self._ask_spares(attempt)
 
@@ -465,7 +467,7 @@ class ApplicationMaster:
         if spares is None or time.time() < self._spares_retry_at:
             return
         service = "worker"  # a spread worker type has no spares (JobSpec._check_elastic)
-        for _ in range(spares.to_ask()):
+        for _ in range(spares.to_ask(time.time())):
             spare_id = spares.ask(time.time())
             env = {**protocol.launch_env("worker", 0, attempt, self.address, self.app_id), protocol.ENV_SPARE: spare_id}
             try:
