@@ -153,7 +153,8 @@ def output_text(rm: ResourceManagerClient, app_id: str, timeout: float = 60) -> 
     return "".join(log_lines(app_id))
 
 
-FIRST_STEP = re.compile(r"rank \d+: first step at epoch \d+ at (\S+)")  # digits_torch, once per process
+# digits_torch, once per process: when, and how long since its module began (before torch's import), CPU seconds
+FIRST_STEP = re.compile(r"rank \d+: first step at epoch \d+ at (\S+)(?: \(process up (\S+) s, (\S+) s CPU\))?")
 PLACED_AT = re.compile(r"tony rendezvous: placed as \S+ at (\S+)")  # a spare's early torchrun, given its place
 ROUND_AT = re.compile(r"tony rendezvous: round .* formed at (\S+) \(node")  # torchrun_rendezvous.py
 EPOCH_LINE = re.compile(r"epoch \d+ loss \S+ at (\S+)")  # digits_torch's rank 0, after each epoch
@@ -203,6 +204,8 @@ def timeline(run: KilledWorker, logs: str) -> str:
                 at = datetime.datetime.fromisoformat(m.group(1)).timestamp() - run.killed_at
                 if at > 0:
                     marks.append((at, what))
+                    if line is FIRST_STEP and m.group(2):  # that process's start, and its CPU seconds until then
+                        marks.append((at - float(m.group(2)), f"process started ({m.group(3)} s CPU until its step)"))
     return ", ".join(f"{what} {at:.1f}" for at, what in sorted(marks))
 
 

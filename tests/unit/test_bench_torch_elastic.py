@@ -13,7 +13,7 @@ epoch 4 loss 0.4000 at 2026-11-27T22:00:09+00:00
 [I socket.cpp] something else
 tony rendezvous: placed as worker:1 at 2026-11-27T22:00:13.500+00:00
 tony rendezvous: round 2: rank 1 of 3, rank 0 at h:1, formed at 2026-11-27T22:00:14.000+00:00 (node worker:1@c#9.0)
-rank 2: first step at epoch 4 at 2026-11-27T22:00:17.250+00:00
+rank 2: first step at epoch 4 at 2026-11-27T22:00:17.250+00:00 (process up 2.75 s, 1.90 s CPU)
 rank 0: first step at epoch 4 at 2026-11-27T22:00:16.750+00:00
 says rank 0: first step at epoch 4 at 2026-11-27T22:00:12.000+00:00
 epoch 4 loss 0.4000 at 2026-11-27T22:00:31+00:00
@@ -49,7 +49,7 @@ def test_the_timeline_puts_the_events_and_lines_after_the_kill_in_order():
                 {"event": "SPARE_WAITING", "time": KILLED_AT - 30},
                 {"event": "WORKER_REPLACED", "task": "worker:1", "time": KILLED_AT + 2.5}])
     assert timeline(run, LOGS) == ("WORKER_LOST worker:1 1.5, WORKER_REPLACED worker:1 2.5, placed 3.5, round 4.0, "
-                                   "first step 6.8, first step 7.2")
+                                   "process started (1.90 s CPU until its step) 4.5, first step 6.8, first step 7.2")
 
 
 def test_each_variant_is_judged_against_its_own_aim_and_a_miss_is_said():

@@ -8,8 +8,9 @@ name, then one rename: the file is whole or absent) and every rank resumes from 
 on from the last finished epoch (rank 0 reads it and hands it to the others), as do the processes torchrun
 restarts when an elastic job's group re-forms. Rank 0 writes metrics.json: the test accuracy, and each rank's place
 (rank, local rank, node rank, world size) and a digest of its parameters, which DDP keeps identical.
-Each process says once when it has done its first optimizer step (`rank R: first step at epoch E at <time>`):
-after an elastic group re-forms, the moment the training steps again (bench/torch_elastic.py measures it).
+Each process says once when it has done its first optimizer step (`rank R: first step at epoch E at <time>
+(process up U s, C s CPU)`): after an elastic group re-forms, the moment the training steps again
+(bench/torch_elastic.py measures it).
 
     [torchrun] python digits_torch.py [--epochs N] [--steps-per-epoch S] [--batch B] [--sleep-per-epoch S]
 """
@@ -22,12 +23,14 @@ import os
 import tempfile
 import time
 
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+BEGAN = time.time()  # before torch's import: the first-step line says how long this process took to step
 
-from tony_airflow.examples.digits_data import load, progress_module, training_args, write_metrics
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+from tony_airflow.examples.digits_data import load, progress_module, training_args, write_metrics  # noqa: E402
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -62,6 +65,13 @@ def parameter_digest(model: nn.Module) -> str:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def _since_start() -> str:
+    """How long this process has been up (from this module's start, before torch's import), and its CPU
+    seconds: where a restart's seconds went (torch's import, the group's init, the checkpoint) and how much of
+    them it waited for a core."""
+    return f"process up {time.time() - BEGAN:.2f} s, {time.process_time():.2f} s CPU"
 
 
 def main() -> None:
@@ -102,7 +112,7 @@ def main() -> None:
             optimizer.step()
             if not stepped:  # DDP's backward waits for every rank: all of them step again at about this time
                 stepped = True
-                print(f"rank {rank}: first step at epoch {epoch} at {_now()}", flush=True)
+                print(f"rank {rank}: first step at epoch {epoch} at {_now()} ({_since_start()})", flush=True)
             if report is not None:
                 report(step=epoch * args.steps_per_epoch + step + 1, total_steps=args.epochs * args.steps_per_epoch,
                        epoch=epoch + 1, total_epochs=args.epochs, metrics={"loss": loss.item()})
