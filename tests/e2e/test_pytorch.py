@@ -142,6 +142,8 @@ def test_an_elastic_job_replaces_a_killed_worker_and_the_others_keep_running(loc
     replaced, stepping = torch_elastic.recovery_seconds(killed, aggregated_logs(rm, app_id))
     record("elastic, 1 spare: worker container SIGKILLed -> the spare running as it", replaced)
     record("elastic, 1 spare: worker container SIGKILLed -> training stepping again", stepping)
+    record("elastic, 1 spare: worker container SIGKILLed -> the next epoch line",
+           torch_elastic.epoch_line_seconds(killed, aggregated_logs(rm, app_id)))
     metrics = _metrics(out)
     # the group re-formed and every rank loaded rank 0's checkpoint: torchelastic counts a restart only when its
     # own workers failed, not when it restarts them for a node that joined (the kill between two collectives)

@@ -76,6 +76,7 @@ OUTPUT_DIR = "tony-output"  # an hdfs:// output, mirrored
 
 SPARE = "/v1/spare"  # an elastic job's spare waits for a lost worker's place (core/am/spares.py)
 ENV_SPARE = "TONY_SPARE"  # a spare's launch environment: its id ("spare-N"); absent for a task's container
+SPARE_PLACE_ENV = "TONY_SPARE_PLACE_FILE"  # a spare's early torchrun: where its place's environment will be
 RENDEZVOUS = "/v1/rendezvous"  # an elastic job's torchrun agents (core/am/rendezvous.py)
 RENDEZVOUS_BACKEND = "tony"    # torchrun's --rdzv-backend name of the AM-kept rendezvous
 ELASTIC_RENDEZVOUS_ENV = "TONY_ELASTIC_RENDEZVOUS"  # a job's env: "tony" (the default) or "c10d" (the old way)

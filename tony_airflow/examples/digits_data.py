@@ -14,6 +14,23 @@ import tempfile
 import numpy as np
 
 
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits (as `load_digits(return_X_y=True)` returns them), read from the file it ships
+    without importing scikit-learn: its import is about a second of every process's start, and an elastic
+    group's processes all start again after a lost worker (issue 54). Its loader when the file is elsewhere."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")  # finds the package without running it
+    where = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = os.path.join(where[0], "datasets", "data", "digits.csv.gz") if where else ""
+    if path and os.path.exists(path):
+        data = np.loadtxt(path, delimiter=",")
+        return data[:, :-1], data[:, -1].astype(int)
+    from sklearn.datasets import load_digits
+
+    return load_digits(return_X_y=True)
+
+
 def load(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     """Features in [0, 1] (64 floats) and labels 0..9; a fixed 80/20 split."""
     input_dir = os.environ.get("DTF_INPUT_PATH", "")
@@ -22,9 +39,7 @@ def load(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
         data = np.load(staged)
         print(f"loaded {split} data from {staged}", flush=True)
         return data["x"], data["y"]
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
+    x, y = digits()
     x = (x / 16.0).astype("float32")
     y = y.astype("int64")
     rng = np.random.default_rng(7)

@@ -8,6 +8,9 @@ name, then one rename: the file is whole or absent) and every rank resumes from 
 on from the last finished epoch (rank 0 reads it and hands it to the others), as do the processes torchrun
 restarts when an elastic job's group re-forms. Rank 0 writes metrics.json: the test accuracy, and each rank's place
 (rank, local rank, node rank, world size) and a digest of its parameters, which DDP keeps identical.
+Each process says once when it has done its first optimizer step (`rank R: first step at epoch E at <time>
+(process up U s, C s CPU)`): after an elastic group re-forms, the moment the training steps again
+(bench/torch_elastic.py measures it).
 
     [torchrun] python digits_torch.py [--epochs N] [--steps-per-epoch S] [--batch B] [--sleep-per-epoch S]
 """
@@ -20,12 +23,14 @@ import os
 import tempfile
 import time
 
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+BEGAN = time.time()  # before torch's import: the first-step line says how long this process took to step
 
-from tony_airflow.examples.digits_data import load, progress_module, training_args, write_metrics
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+from tony_airflow.examples.digits_data import load, progress_module, training_args, write_metrics  # noqa: E402
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -58,6 +63,17 @@ def parameter_digest(model: nn.Module) -> str:
     return digest.hexdigest()[:16]
 
 
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def _since_start() -> str:
+    """How long this process has been up (from this module's start, before torch's import), and its CPU
+    seconds: where a restart's seconds went (torch's import, the group's init, the checkpoint) and how much of
+    them it waited for a core."""
+    return f"process up {time.time() - BEGAN:.2f} s, {time.process_time():.2f} s CPU"
+
+
 def main() -> None:
     args = training_args()
     dist.init_process_group("gloo")
@@ -83,6 +99,7 @@ def main() -> None:
     loss_fn = nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(1000 + rank)
     epoch_seconds = []
+    stepped = False
     progress = progress_module(args)
     report = progress.report if progress else None  # the job's progress (docs/progress.md)
     for epoch in range(start_epoch, args.epochs):
@@ -93,14 +110,16 @@ def main() -> None:
             loss = loss_fn(ddp(x[batch]), y[batch])
             loss.backward()
             optimizer.step()
+            if not stepped:  # DDP's backward waits for every rank: all of them step again at about this time
+                stepped = True
+                print(f"rank {rank}: first step at epoch {epoch} at {_now()} ({_since_start()})", flush=True)
             if report is not None:
                 report(step=epoch * args.steps_per_epoch + step + 1, total_steps=args.epochs * args.steps_per_epoch,
                        epoch=epoch + 1, total_epochs=args.epochs, metrics={"loss": loss.item()})
         epoch_seconds.append(time.perf_counter() - began)
         if rank == 0:
             save_checkpoint(out, {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch})
-            at = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-            print(f"epoch {epoch} loss {loss.item():.4f} at {at}", flush=True)
+            print(f"epoch {epoch} loss {loss.item():.4f} at {_now()}", flush=True)
         time.sleep(args.sleep_per_epoch)
     place = {"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
              "node_rank": int(os.environ.get("GROUP_RANK", os.environ.get("RANK", "0"))),

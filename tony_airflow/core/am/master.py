@@ -29,6 +29,7 @@ import skein
 
 from tony_airflow.core import protocol
 from tony_airflow.core.am import elastic, gang, hosts, policy, server, tensorboard_proxy
+from tony_airflow.core.am import spares as spare_rules
 from tony_airflow.core.am.policy import Outcome
 from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.am.token_renewal import (
@@ -338,6 +339,8 @@ class ApplicationMaster:
                 settled = all(x.done or x.started_at is not None for x in reg.tasks.values()) and not any(
                     x.done and x.exit_code in policy.KILLED_BY_SIGNAL and not x.yarn_diagnostics
                     for x in reg.tasks.values())  # YARN's reason for a kill is worth a quick look
+                # a task whose executor went quiet may be gone: YARN's word on its container, soon (#54)
+                settled = settled and not policy.silent(reg.tasks.values(), time.time(), self.job.heartbeat_interval)
                 next_poll = time.time() + (STEADY_POLL_S if settled else TICK_S)
             if not reg.spec_published:
                 if time.time() >= self._gang.next_watch:
@@ -346,7 +349,7 @@ class ApplicationMaster:
                     self._refresh_waiting(attempt)
             if self.job.elastic_max and reg.spec_published:
                 await self._replace_lost_workers(attempt)
-            if reg.spares is not None and reg.spec_published and reg.spares.to_ask():
+            if reg.spares is not None and reg.spec_published and reg.spares.to_ask(time.time()):
                 # once the gang formed: a spare never takes the room a worker of a forming gang waits for
                 await self._ask_spares(attempt)
             outcome = self._decide(attempt_start)
@@ -456,8 +459,9 @@ class ApplicationMaster:
                 continue
             self._replacements.spare_took(task.id)
             self._container_of[spare.container_id] = key
-            log.warning("attempt %d: %s takes the place of %s (on %s, container %s); asking YARN for a new spare",
-                        attempt, spare.id, task.id, spare.host or "?", spare.yarn_container_id or "?")
+            log.warning("attempt %d: %s takes the place of %s (on %s, container %s); a new spare is asked for "
+                        "in %.0fs", attempt, spare.id, task.id, spare.host or "?", spare.yarn_container_id or "?",
+                        spare_rules.AFTER_TAKE_S)
             reg.notice = f"{line}: {spare.id} on {spare.host or '?'} takes its place"
             await self._ask_spares(attempt)
 
@@ -468,7 +472,7 @@ class ApplicationMaster:
         if spares is None or time.time() < self._spares_retry_at:
             return
         service = "worker"  # a spread worker type has no spares (JobSpec._check_elastic)
-        for _ in range(spares.to_ask()):
+        for _ in range(spares.to_ask(time.time())):
             spare_id = spares.ask(time.time())
             env = {**protocol.launch_env("worker", 0, attempt, self.address, self.app_id), protocol.ENV_SPARE: spare_id}
             try:
@@ -606,10 +610,13 @@ class ApplicationMaster:
                     self.registry.container_message(key, c.exit_message)
                 if not task.done:
                     unreported.append((key, f"container {c.yarn_container_id} {state}: {c.exit_message}"))
-        if unreported:
-            await asyncio.sleep(0.5)  # one moment for the executors' own exit reports to arrive, for all of them
-            for key, message in unreported:
-                self.registry.container_gone(key, message)
+        quiet = {t.id for t in policy.silent(self.registry.tasks.values(), time.time(), self.job.heartbeat_interval)}
+        if any(self.registry.tasks[key].id not in quiet for key, _ in unreported):
+            # one moment for the executors' own exit reports to arrive, for all of them (an executor that
+            # went quiet before its container ended sends none: it was killed with it)
+            await asyncio.sleep(0.5)
+        for key, message in unreported:
+            self.registry.container_gone(key, message)
 
     def _spare_gone(self, container: Any) -> None:
         """A spare's container ended while it waited: forgotten, asked for again (within the bound) by the loop."""

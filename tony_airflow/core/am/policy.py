@@ -76,6 +76,16 @@ def is_free(outcome: Outcome, job: JobSpec, free_used: int) -> bool:
     return bool(outcome.cause) and free_used < job.max_free_retries
 
 
+def silent(tasks: Iterable[TaskView], now: float, heartbeat_interval: float) -> list[TaskView]:
+    """Running tasks whose executor missed a heartbeat: one arrives every interval (each a long poll the AM holds
+    that long), so a task quiet for 1.5 of them (at least 1.5 s) may be gone. The AM then asks YARN about its
+    containers at once and often, not every STEADY_POLL_S: a SIGKILLed worker's container ended within a second
+    in YARN's view and was replaced 2 s later than it could be, on average (issue 54's spares, measured)."""
+    quiet = max(1.5, 1.5 * heartbeat_interval)
+    return [t for t in tasks if not t.done and t.started_at is not None and t.last_heartbeat is not None
+            and now - t.last_heartbeat > quiet]
+
+
 def settle_seconds(job: JobSpec) -> float:
     """How long an early untracked exit waits for the tracked tasks' reports of the same moment."""
     return max(1.0, 2 * job.heartbeat_interval)

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 
 WAIT, TAKE, STOP = "wait", "take", "stop"  # what a waiting spare's executor is told
 FRESH_S = 30.0  # a spare not heard from for longer is not given a place (its long poll is at most 20 s)
+# The new spare after a take is asked for this much later: its start (YARN's launch, its executor, its torchrun
+# importing torch) took CPU from the group's processes starting again on the same cores (#54, measured: the new
+# spare came up during those seconds in every run); by then the training steps again (the aim: 10 s).
+AFTER_TAKE_S = 10.0
 
 
 @dataclass
@@ -28,6 +32,7 @@ class Spare:
     waiting_since: float | None = None  # its executor registered as a spare
     seen_at: float | None = None        # its executor's latest poll (a spare on a dead host stops polling)
     takes: tuple[str, int] | None = None  # the lost task whose place it was told to take
+    took_at: float | None = None          # when
 
 
 def waited_line(spare: Spare, now: float) -> str:
@@ -48,12 +53,15 @@ class Spares:
         self.took = 0   # places taken
 
     # ------------------------------------------------------------ the AM's side
-    def to_ask(self) -> int:
-        """How many new spares to ask YARN for now: the missing ones, while the losses stay within the bound."""
+    def to_ask(self, now: float | None = None) -> int:
+        """How many new spares to ask YARN for now: the missing ones, while the losses stay within the bound; a
+        spare that took a place counts AFTER_TAKE_S longer (from `now`)."""
         if self.lost > self.bound:
             return 0
         coming_or_waiting = sum(s.takes is None for s in self.by_id.values())
-        return max(0, self.wanted - coming_or_waiting)
+        just_took = sum(s.takes is not None and s.took_at is not None and now is not None
+                        and now - s.took_at < AFTER_TAKE_S for s in self.by_id.values())
+        return max(0, self.wanted - coming_or_waiting - just_took)
 
     def ask(self, now: float) -> str:
         """A new spare is asked for: its id (for its launch environment)."""
@@ -79,7 +87,7 @@ class Spares:
         if not ready:
             return None
         spare = min(ready, key=lambda s: (s.waiting_since or 0.0, s.asked_at))
-        spare.takes = key
+        spare.takes, spare.took_at = key, now
         self.took += 1
         return spare
 

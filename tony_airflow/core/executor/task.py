@@ -29,11 +29,13 @@ from tony_airflow.core.executor.output_commit import Mirror, is_hdfs
 from tony_airflow.core.executor.output_tee import OutputTee, container_log_dir
 from tony_airflow.core.executor.port import PortReservation
 from tony_airflow.core.executor.spare import wait_for_place
+from tony_airflow.core.executor.spare_command import PLACE_FILE, EarlyCommand, is_torchrun
 from tony_airflow.core.executor.staging import stage_input
 from tony_airflow.core.executor.status_channel import Relay, StatusEndpoint, program_env, ship_helper
 from tony_airflow.core.executor.tensorboard_scalars import TensorBoardScalars
 from tony_airflow.core.executor.torchrun_plugin import plugin_dir
 from tony_airflow.core.executor.usage import UsageSampler
+from tony_airflow.core.protocol import elastic_rendezvous
 from tony_airflow.core.runtimes import TaskIdentity, chief_of, task_env
 from tony_airflow.core.spec import JobSpec
 from tony_airflow.retries import tries
@@ -134,8 +136,10 @@ class Executor:
     task stops its command and exits with AM_LOST_EXIT: nothing outlives a lost AM.
     """
 
-    def __init__(self, job: JobSpec, me: TaskIdentity, registry: RegistryClient, host: str, local: bool = False):
+    def __init__(self, job: JobSpec, me: TaskIdentity, registry: RegistryClient, host: str, local: bool = False,
+                 early: EarlyCommand | None = None):
         self.local = local  # client mode: runs in the submitting process, files are where they are
+        self.early = early  # a spare's command, started before its place (spare_command.py)
         self.job = job
         self.me = me
         self.registry = registry
@@ -167,6 +171,8 @@ class Executor:
         except RefusedByAM as exc:
             log.info("the AM does not want this task: %s", exc)
             reservation.release()
+            if self.early is not None:
+                self.early.end(grace=max(self.job.stop_grace - 2, 1))
             return 0
         self._answered()
         self.writer_by_am = answer.get("writer") if isinstance(answer.get("writer"), bool) else None
@@ -177,6 +183,8 @@ class Executor:
             return self._run_registered(reservation, answer)
         finally:
             self.finished.set()
+            if self.early is not None and self.child is not self.early.process:  # never handed over
+                self.early.end(grace=max(self.job.stop_grace - 2, 1))
 
     def _register_wait(self) -> float:
         """How long the registration may wait for the gang (its answer then holds the cluster spec):
@@ -197,22 +205,13 @@ class Executor:
                 return AM_LOST_EXIT
             log.info("the AM ended this attempt before the cluster spec was complete")
             return 0
-        env = with_job_env(os.environ, self.job.env)
-        env.update(task_env(self.job, spec["hosts"], self.me))
-        env.update(self._shipped_files_env())
-        if env.get("PET_RDZV_BACKEND") == protocol.RENDEZVOUS_BACKEND:  # elastic: the AM keeps the rendezvous
-            env.update(torchrun_plugin_env(env, Path.cwd()))
-        if not self.local:
-            env.update(container_tmp_env(os.environ, Path.cwd()))
+        env = self._command_env(spec["hosts"])
         mirror, push = self._stage(env)
         self.mirror = mirror
         if any(t.gpus for t in self.job.tasks.values()):
             # YARN does not tell a container which GPUs it got; the AM assigned these.
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpus)
-        src = Path(protocol.SRC_DIR)
-        cwd = str(src.absolute()) if self.job.src_dir and src.is_dir() else None
-        if self.local:
-            cwd = self.job.src_dir or None
+        cwd = self._command_cwd()
         command = self.job.command_of(self.me.type)
         if self.me.type == "tensorboard":
             reservation.release()  # TensorBoard does not bind with SO_REUSEPORT
@@ -224,6 +223,39 @@ class Executor:
             return self._run_command(reservation, mirror, push, command, env, cwd, gpus, channel)
         finally:
             self._close_status_channel(channel)
+
+    def _command_env(self, hosts: dict[str, list[str]]) -> dict[str, str]:
+        """The command's environment before staging: the container's, the job's, the task's for this cluster."""
+        env = with_job_env(os.environ, self.job.env)
+        env.update(task_env(self.job, hosts, self.me))
+        env.update(self._shipped_files_env())
+        if env.get("PET_RDZV_BACKEND") == protocol.RENDEZVOUS_BACKEND:  # elastic: the AM keeps the rendezvous
+            env.update(torchrun_plugin_env(env, Path.cwd()))
+        if not self.local:
+            env.update(container_tmp_env(os.environ, Path.cwd()))
+        return env
+
+    def _command_cwd(self) -> str | None:
+        src = Path(protocol.SRC_DIR)
+        if self.local:
+            return self.job.src_dir or None
+        return str(src.absolute()) if self.job.src_dir and src.is_dir() else None
+
+    def start_early(self) -> EarlyCommand | None:
+        """A spare's command started before its place, when that command is torchrun under the AM's rendezvous
+        and runs on the node itself (spare_command.py); None: it starts once placed, as any task's.
+
+        Its environment is the worker's for a cluster not known yet (every task at this host, port 0): torch's
+        agent reads its own settings from it (PET_*: the job's and the task type's, none of them the cluster's
+        under the AM's rendezvous); its workers get the place's environment, handed over in `_run_command`."""
+        command = self.job.command_of(self.me.type)
+        if (self.local or self.job.framework != "pytorch" or not self.job.elastic_max
+                or elastic_rendezvous(self.job.env) != protocol.RENDEZVOUS_BACKEND
+                or (self.job.image_of(self.me.type) and self.job.docker_runtime == "engine")
+                or not is_torchrun(command)):
+            return None
+        hosts = {t: [f"{self.host}:0"] * spec.instances for t, spec in self.job.tasks.items()}
+        return EarlyCommand(command, self._command_env(hosts), self._command_cwd(), Path.cwd() / PLACE_FILE)
 
     def _open_status_channel(self, env: dict[str, str]) -> tuple[StatusEndpoint, Relay, Path] | None:
         """Where the program reports how far it is (core/executor/status_channel.py); a channel that cannot
@@ -275,8 +307,13 @@ class Executor:
         # In a container the output goes to its own file (the live output's, aggregated by YARN), not
         # also into the executor's log: `yarn logs` shows it once. Elsewhere (client mode) to this terminal.
         sink = open(os.devnull, "wb") if tee.has_file else None
-        self.child = UserProcess(command, env, cwd=cwd, on_output=tee.write, stdout_sink=sink, stderr_sink=sink,
-                                 argv=plan.argv() if plan else None, remove=(plan.engine, plan.name) if plan else None)
+        if self.early is not None and plan is None and self.early.alive():  # a spare's torchrun, waiting
+            log.info("the command started before the place: its agent takes the place's environment")
+            self.child = self.early.hand_over(env, tee.write)
+        else:
+            self.child = UserProcess(command, env, cwd=cwd, on_output=tee.write, stdout_sink=sink,
+                                     stderr_sink=sink, argv=plan.argv() if plan else None,
+                                     remove=(plan.engine, plan.name) if plan else None)
         self.usage = UsageSampler(self.child.proc.pid, env.get("CUDA_VISIBLE_DEVICES")).start()
         reservation.release_when_bound(self.child.alive)
         if self.stop_requested.is_set():  # a stop that came while the command started
@@ -662,13 +699,17 @@ def main(lookup: Lookup | None = None) -> None:
     if lookup is not None:
         os.environ.update(lookup.result())
     host = os.environ.get("NM_HOST") or os.uname().nodename
+    early = None
     if protocol.ENV_SPARE in os.environ:  # an elastic job's spare: waits to become a lost worker (spare.py)
-        index = wait_for_place(RegistryClient(os.environ[protocol.ENV_AM_ADDRESS], secret), os.environ, host,
-                               job.timeouts.heartbeat or AM_LOST_DEFAULT_S)
+        registry = RegistryClient(os.environ[protocol.ENV_AM_ADDRESS], secret)
+        early = Executor(job, identity(os.environ)[0], registry, host).start_early()  # torch imported meanwhile
+        index = wait_for_place(registry, os.environ, host, job.timeouts.heartbeat or AM_LOST_DEFAULT_S)
         if index is None:
+            if early is not None:
+                early.end(grace=max(job.stop_grace - 2, 1))
             sys.exit(0)
         os.environ[protocol.ENV_TASK_INDEX] = str(index)
     me, am_address = identity(os.environ)
-    executor = Executor(job, me, RegistryClient(am_address, secret), host)
+    executor = Executor(job, me, RegistryClient(am_address, secret), host, early=early)
     signal.signal(signal.SIGTERM, executor.on_sigterm)
     sys.exit(executor.run())

@@ -7,6 +7,11 @@ container, rank 0's included, leaves the rendezvous to the others, who re-form t
 own TCPStore is a fresh one in each round's rank-0 container (`use_agent_store` False; the round names rank
 0's address and a port it found free), never carried over a rank change.
 
+A spare's agent (core/executor/spare_command.py) is started before the spare has a place: its first
+`next_rendezvous` waits for the place's environment (a file its executor writes once the output is staged),
+puts it into `os.environ`, where torch's agent takes its workers' environment from when it starts them, and
+joins as that worker.
+
 Liveness: a thread heartbeats the AM every second; its answers say how many nodes wait for a new round,
 which `num_nodes_waiting` hands to the agent (it restarts its workers when above 0, without spending a
 restart). An AM that does not answer changes nothing: the workers train on.
@@ -46,6 +51,7 @@ NEXT_WAIT_S = 5.0      # one long poll for the round
 CALL_TIMEOUT_S = 30.0
 ROUND_LINE = "tony rendezvous: round"
 AM_AWAY_S = 60.0       # how long a call tries an AM that does not answer before giving up
+PLACE_POLL_S = 0.05    # a spare's agent looks this often for its place's environment
 
 
 class Refused(Exception):
@@ -179,6 +185,7 @@ class TonyRendezvousHandler(RendezvousHandler):
     def __init__(self, params: RendezvousParameters, client: AMClient | None = None) -> None:
         env = os.environ
         self.params = params
+        self.place_file = env.get(protocol.SPARE_PLACE_ENV, "")  # a spare's agent, started before its place
         self.task = f"{env[protocol.ENV_TASK_TYPE]}:{env[protocol.ENV_TASK_INDEX]}"
         self.container = env.get("CONTAINER_ID", "")
         self.client = client or AMClient(env[protocol.ENV_AM_ADDRESS],
@@ -193,6 +200,7 @@ class TonyRendezvousHandler(RendezvousHandler):
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self.joined = False
 
     @property
     def name(self) -> str:
@@ -205,12 +213,31 @@ class TonyRendezvousHandler(RendezvousHandler):
     def use_agent_store(self) -> bool:
         return False  # the workers' store: a fresh TCPStore in each round's rank 0
 
+    def take_place(self) -> None:
+        """A spare's agent: wait (as long as the spare waits) for the place's environment, then take it as this
+        process's own: its task's name in the rendezvous, and its workers' environment (torch's agent copies
+        `os.environ` when it starts them)."""
+        path = Path(self.place_file)
+        while not path.exists():
+            time.sleep(PLACE_POLL_S)
+        env = json.loads(path.read_text())
+        path.unlink(missing_ok=True)
+        os.environ.update(env)
+        os.environ.pop(protocol.SPARE_PLACE_ENV, None)
+        self.place_file = ""
+        self.task = f"{env[protocol.ENV_TASK_TYPE]}:{env[protocol.ENV_TASK_INDEX]}"
+        print(f"tony rendezvous: placed as {self.task} at "
+              f"{datetime.datetime.now(datetime.UTC).isoformat(timespec='milliseconds')}", file=sys.stderr, flush=True)
+
     def next_rendezvous(self) -> RendezvousInfo:
+        if self.place_file:
+            self.take_place()
         with self._lock:
             self.number, self.waiting = 0, 0
         deadline = time.monotonic() + self.join_timeout
         while True:
             try:
+                self.joined = True  # from here on the AM may know this node: it is told when the agent leaves
                 self.client.call({"op": "join", "node": self.name, "task": self.task, "container": self.container,
                                   "addr": self.addr, "port": free_port()})
                 answer = {"state": "waiting"}
@@ -231,8 +258,10 @@ class TonyRendezvousHandler(RendezvousHandler):
             self._beat = threading.Thread(target=self._heartbeats, name="tony-rdzv-heartbeat", daemon=True)
             self._beat.start()
         # in the task's output (torchrun's own logging may be quiet): which round, which rank, which agent
+        formed = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         print(f"{ROUND_LINE} {answer['round']}: rank {answer['rank']} of {answer['world_size']}, rank 0 at "
-              f"{answer['master_addr']}:{answer['master_port']} (node {self.name})", file=sys.stderr, flush=True)
+              f"{answer['master_addr']}:{answer['master_port']}, formed at {formed} (node {self.name})",
+              file=sys.stderr, flush=True)
         return RendezvousInfo(RoundStore(self.client, self.number), int(answer["rank"]), int(answer["world_size"]),
                               RendezvousStoreInfo(str(answer["master_addr"]), int(answer["master_port"])))
 
@@ -272,6 +301,8 @@ class TonyRendezvousHandler(RendezvousHandler):
 
     def shutdown(self) -> bool:
         self._stop.set()
+        if not self.joined:  # a spare's agent stopped before its place: the AM never heard of it
+            return True
         try:
             self.client.call({"op": "leave", "node": self.name}, away_s=5.0)
         except (Refused, RendezvousConnectionError):

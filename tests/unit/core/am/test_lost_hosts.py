@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+import pytest
+
 from tests.unit.core.support import SECRET, make_job
 from tony_airflow.core.am import hosts
 from tony_airflow.core.am.master import ApplicationMaster
@@ -205,3 +207,29 @@ def test_the_stop_ends_when_the_tasks_report_not_a_tick_later(monkeypatch):
 
     asyncio.run(scenario())
     assert all(t.done for t in am.registry.tasks.values())
+
+
+@pytest.mark.parametrize("heard_ago, waits", [(5.0, []), (0.2, [0.5])])
+def test_a_container_whose_executor_went_quiet_before_it_ended_is_not_waited_for(monkeypatch, heard_ago, waits):
+    """#54: the 0.5 s wait for the executors' own exit reports is for executors that may still send one; one
+    quiet for more than 1.5 heartbeats before YARN said its container ended was killed with it."""
+    from tony_airflow.core.am import master as master_module
+
+    container = SimpleNamespace(id="worker_1", state="KILLED", yarn_container_id="container_1_0001_01_000003",
+                                exit_message="Container killed. Exit code: 137", yarn_node_http_address="h:8042")
+    app = SimpleNamespace(get_containers=lambda *a, **k: [container])
+    am = ApplicationMaster(make_job("worker:2"), SECRET, app, "application_1_0001", "h")
+    am.registry.new_attempt(1)
+    am._container_of = {container.id: ("worker", 1)}
+    task = am.registry.tasks[("worker", 1)]
+    task.started_at, task.last_heartbeat = time.time() - 60, time.time() - heard_ago
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def counting_sleep(seconds, *args):
+        slept.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(master_module.asyncio, "sleep", counting_sleep)
+    asyncio.run(am._poll_containers())
+    assert task.done and slept == waits

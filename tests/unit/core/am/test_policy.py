@@ -198,3 +198,23 @@ def test_the_diagnostics_say_which_attempts_were_not_counted():
     text = policy.diagnostics(True, 2, 2, failures)
     assert text.startswith("tony-airflow: SUCCEEDED on attempt 2/2")
     assert "attempt 1 failed: worker:1 preempted by YARN (not counted: preemption)" in text
+
+
+@pytest.mark.parametrize("interval, heard_ago, started, done, silent", [
+    (1.0, 1.2, True, False, False),   # a heartbeat every second: within the next one's time
+    (1.0, 1.6, True, False, True),    # 1.5 of them missed: maybe gone
+    (2.0, 2.5, True, False, False),   # a longer interval: 1.5 x 2 s
+    (2.0, 3.5, True, False, True),
+    (0.5, 1.2, True, False, False),   # at least 1.5 s
+    (1.0, 9.0, False, False, False),  # not running yet (registered, waiting for its gang): its own liveness rules
+    (1.0, 9.0, True, True, False),    # over
+])
+def test_a_running_task_that_missed_heartbeats_is_silent(interval, heard_ago, started, done, silent):
+    """#54: a silent task makes the AM ask YARN about its containers at once, not in STEADY_POLL_S."""
+    from tony_airflow.core.am.registry import TaskState
+
+    task = TaskState("worker", 1, 1, "tracked", started_at=50.0 if started else None, last_heartbeat=100.0 - heard_ago,
+                     exit_code=0 if done else None)
+    if done:
+        task.status = "SUCCEEDED"  # type: ignore[assignment]
+    assert bool(policy.silent([task], 100.0, interval)) is silent

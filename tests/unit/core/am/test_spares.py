@@ -113,6 +113,11 @@ def test_the_am_gives_a_lost_workers_place_to_the_waiting_spare_and_asks_yarn_fo
         await master._replace_lost_workers(1)
         assert reg.register("worker", 2, 1, "hs", 4200, container_id="c_spare") is None
         await master._replace_lost_workers(1)
+        assert len(app.added) == 1  # the new spare: once the group had time to step again
+        took = reg.spares.by_id[spare_id]
+        assert took.took_at is not None
+        took.took_at -= spares.AFTER_TAKE_S
+        await master._ask_spares(1)
 
     asyncio.run(scenario())
     assert [(service, env[protocol.ENV_SPARE]) for service, env in app.added] == [("worker", "spare-1"),
@@ -265,3 +270,17 @@ def test_a_spare_whose_long_poll_ran_out_unanswered_is_not_counted_as_heard_from
     assert reg.spares.by_id[spare_id].seen_at == heard
     now[0] = heard + spares.FRESH_S + 15
     assert reg.spares.take(("worker", 1), now[0]) is None
+
+
+def test_the_new_spare_is_asked_for_once_the_group_had_time_to_step_again():
+    """#54, measured: the new spare's start (YARN's launch, its executor, its torchrun importing torch) fell into
+    the seconds the group's processes start again on the same cores; it is asked for AFTER_TAKE_S after a take."""
+    kept = spares.Spares(wanted=1, bound=1)
+    first = kept.ask(1.0)
+    kept.launched(first, "worker_1")
+    assert kept.waits(first, "h1", "c1", 2.0)
+    assert kept.take(("worker", 1), now=10.0) is not None
+    assert kept.to_ask(10.0 + spares.AFTER_TAKE_S - 0.1) == 0
+    assert kept.to_ask(10.0 + spares.AFTER_TAKE_S) == 1
+    assert kept.to_ask() == 1  # without a time (a lost spare's turn): at once
+    assert spares.AFTER_TAKE_S == 10.0

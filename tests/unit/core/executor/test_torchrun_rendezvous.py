@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -256,3 +257,49 @@ def test_the_handler_s_modules_load_in_an_image_s_older_python():
             f"ns = runpy.run_path({protocol.__file__!r}); print(ns['TaskStatus'].RUNNING == 'RUNNING')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "True", done.stderr[-2000:]
+
+
+def test_a_spare_s_agent_waits_for_its_place_then_joins_as_that_worker_with_the_place_s_environment(
+        am, monkeypatch, tmp_path):
+    """Issue 54: the spare's torchrun starts before its place (core/executor/spare_command.py); its first round
+    waits for the place's environment, which becomes the agent's own (its workers are started with it)."""
+    _register(am, 0, "c0")
+    _register(am, 1, "c1")  # the spare's container, registered as worker:1 once told its place
+    place = tmp_path / "place.json"
+    monkeypatch.setenv(protocol.SPARE_PLACE_ENV, str(place))
+    monkeypatch.setenv("CLUSTER_SPEC", "{}")  # restored after the test, as the place's values are
+    monkeypatch.setenv("DTF_OUTPUT_PATH", "")
+    spare = _handler(am, ("worker", 0), "c1", monkeypatch)  # a spare's launch environment says worker 0
+    monkeypatch.delenv(protocol.SPARE_PLACE_ENV)
+    chief = _handler(am, ("worker", 0), "c0", monkeypatch)
+    with ThreadPoolExecutor(2) as pool:
+        placed, other = pool.submit(spare.next_rendezvous), pool.submit(chief.next_rendezvous)
+        time.sleep(1.0)
+        assert not placed.done() and not other.done()  # the spare has not joined: no round of 2
+        rdzv = am.reg.rendezvous
+        assert rdzv is not None and rdzv.waiting == [chief.name], rdzv.waiting
+        monkeypatch.setenv(protocol.SPARE_PLACE_ENV, str(place))  # (its own process's: popped when it takes it)
+        place.write_text(json.dumps({protocol.ENV_TASK_TYPE: "worker", protocol.ENV_TASK_INDEX: "1",
+                                     "CLUSTER_SPEC": '{"worker": ["host-0:1", "host-1:2"]}',
+                                     "DTF_OUTPUT_PATH": "/work/tony-output"}))
+        info, first = placed.result(20), other.result(20)
+    assert (first.rank, info.rank, info.world_size) == (0, 1, 2)
+    assert spare.task == "worker:1" and spare.name.startswith("worker:1@c1#")
+    assert os.environ["CLUSTER_SPEC"] == '{"worker": ["host-0:1", "host-1:2"]}'  # what its workers will get
+    assert os.environ["DTF_OUTPUT_PATH"] == "/work/tony-output" and os.environ[protocol.ENV_TASK_INDEX] == "1"
+    assert protocol.SPARE_PLACE_ENV not in os.environ and not place.exists()
+    for handler in (spare, chief):
+        assert handler.shutdown()
+
+
+def test_a_spare_s_agent_stopped_before_its_place_says_nothing_to_the_am(monkeypatch, tmp_path):
+    class NoAM:
+        def call(self, payload, away_s=0):
+            raise AssertionError(f"the AM was called: {payload}")
+
+    monkeypatch.setenv(protocol.ENV_TASK_TYPE, "worker")
+    monkeypatch.setenv(protocol.ENV_TASK_INDEX, "0")
+    monkeypatch.setenv(protocol.SPARE_PLACE_ENV, str(tmp_path / "never.json"))
+    params = RendezvousParameters(backend="tony", endpoint="", run_id="app_1-1", min_nodes=2, max_nodes=2)
+    handler = tr.TonyRendezvousHandler(params, NoAM())  # type: ignore[arg-type]
+    assert handler.shutdown() is True
