@@ -44,6 +44,7 @@ class TaskState:
     stderr_tail: str = ""
     yarn_diagnostics: str = ""   # YARN's word on how the container ended (e.g. memory limits)
     memory_killed: bool = False  # the executor's word: its container engine killed it for its memory limit
+    ended_unreported: bool = False  # YARN said its container ended before the executor's own report came
     requested_at: float = field(default_factory=time.time)
     allocated_at: float | None = None
     registered_at: float | None = None
@@ -446,7 +447,14 @@ class Registry:
     def finished(self, type_: str, index: int, attempt: int, exit_code: int, stderr_tail: str = "",
                  usage: dict[str, Any] | None = None, container_id: str = "", memory_killed: bool = False) -> None:
         task = self._task(type_, index, attempt)
-        if isinstance(task, str) or task.done or self.is_released(container_id) or (type_, index) in self._withdrawn:
+        if isinstance(task, str) or self.is_released(container_id) or (type_, index) in self._withdrawn:
+            return
+        if task.done:
+            if task.ended_unreported:  # the report YARN's word came before (a quiet executor is not waited
+                # for, #54): the ending stands, the report's details tell why (the command's stderr, a memory kill)
+                task.stderr_tail = task.stderr_tail or stderr_tail[-4000:]
+                task.memory_killed = task.memory_killed or bool(memory_killed)
+                task.ended_unreported = False
             return
         task.exit_code = int(exit_code)
         task.stderr_tail = stderr_tail[-4000:]
@@ -500,6 +508,7 @@ class Registry:
         if task.done:
             return
         task.exit_code = _exit_code_of(message)
+        task.ended_unreported = True
         task.yarn_diagnostics = task.yarn_diagnostics or " ".join(message.split())
         self._release_gpus(task)
         task.finished_at = time.time()

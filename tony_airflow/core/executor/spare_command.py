@@ -35,15 +35,28 @@ HELD_BYTES = 256 * 1024  # the early command's output before the place: torchrun
 PLACE_FILE = "tony-spare-place.json"
 
 
+# torchrun's own rendezvous options: an agent given one would never wait for its place (the AM's is `tony`)
+OWN_RENDEZVOUS = ("--standalone", "--rdzv-backend", "--rdzv_backend", "--rdzv-endpoint", "--rdzv_endpoint")
+
+
 def is_torchrun(command: str) -> bool:
-    """Whether the command is torchrun itself (`torchrun ...`, `python -m torch.distributed.run ...`): only
-    then is what runs before the place torch's agent, which waits in the rendezvous. A command that does
-    anything first (`python prep.py && torchrun ...`) would do it without its task's environment."""
+    """Whether the command is torchrun itself (`torchrun ...`, `python -m torch.distributed.run ...`) and
+    nothing else: only then is what runs before the place torch's agent, which waits in the rendezvous and
+    starts its workers with the place's environment. Not started early: anything the shell would do with the
+    early environment — a step before or after torchrun (`&&`, `;`, `|`, a redirection, a newline, a
+    subshell), a `$VARIABLE` or a command substitution in its arguments (bash expands them when it starts,
+    so the workers would get worker 0's values) — and a torchrun given a rendezvous of its own."""
+    if "$" in command or "`" in command or "\n" in command:
+        return False
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
     try:
-        words = shlex.split(command)
+        words = list(lexer)
     except ValueError:
         return False
-    if not words:
+    if not words or any(w and all(c in "();<>|&" for c in w) for w in words):
+        return False
+    if any(w.split("=", 1)[0] in OWN_RENDEZVOUS for w in words):
         return False
     if os.path.basename(words[0]) == "torchrun":
         return True

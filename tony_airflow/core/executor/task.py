@@ -16,8 +16,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from tony_airflow.core import protocol
@@ -690,6 +691,15 @@ def identity(env: Mapping[str, str]) -> tuple[TaskIdentity, str]:
     return me, env[protocol.ENV_AM_ADDRESS]
 
 
+def end_early_on_sigterm(early: EarlyCommand, grace: float) -> Callable[[int, Any], None]:
+    """A waiting spare's SIGTERM (YARN ends the spares at the attempt's end, racing the AM's 'stop'): its early
+    torchrun is stopped and what it said goes to the spare's own log, then the executor ends (exit 0)."""
+    def handler(signum: int, frame: Any) -> None:
+        early.end(grace)
+        sys.exit(0)
+    return handler
+
+
 def main(lookup: Lookup | None = None) -> None:
     """`lookup`: attempt 1's answer to which task this container runs (core/executor/boot.py)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -703,6 +713,8 @@ def main(lookup: Lookup | None = None) -> None:
     if protocol.ENV_SPARE in os.environ:  # an elastic job's spare: waits to become a lost worker (spare.py)
         registry = RegistryClient(os.environ[protocol.ENV_AM_ADDRESS], secret)
         early = Executor(job, identity(os.environ)[0], registry, host).start_early()  # torch imported meanwhile
+        if early is not None:
+            signal.signal(signal.SIGTERM, end_early_on_sigterm(early, grace=max(job.stop_grace - 2, 1)))
         index = wait_for_place(registry, os.environ, host, job.timeouts.heartbeat or AM_LOST_DEFAULT_S)
         if index is None:
             if early is not None:

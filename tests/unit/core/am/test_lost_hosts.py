@@ -233,3 +233,29 @@ def test_a_container_whose_executor_went_quiet_before_it_ended_is_not_waited_for
     monkeypatch.setattr(master_module.asyncio, "sleep", counting_sleep)
     asyncio.run(am._poll_containers())
     assert task.done and slept == waits
+
+
+@pytest.mark.parametrize("heard_ago", [0.2, 1.6])
+def test_an_exit_report_just_after_yarn_said_killed_still_tells_why(heard_ago):
+    """A reviewer's script: YARN's word on a killed container (SIGTERM, SIGKILL 250 ms later) came first and the
+    executor, quiet for more than 1.5 heartbeats, was not waited for; its own report a moment later was
+    dropped, and with it the command's stderr tail (and a memory kill). The ending stands, the details count."""
+    container = SimpleNamespace(id="worker_1", state="KILLED", yarn_container_id="container_1_0001_01_000003",
+                                exit_message="Container killed on request. Exit code: 143",
+                                yarn_node_http_address="h:8042")
+    app = SimpleNamespace(get_containers=lambda *a, **k: [container])
+    am = ApplicationMaster(make_job("worker:2"), SECRET, app, "application_1_0001", "h")
+    am.registry.new_attempt(1)
+    am._container_of = {container.id: ("worker", 1)}
+    task = am.registry.tasks[("worker", 1)]
+    task.started_at, task.last_heartbeat = time.time() - 60, time.time() - heard_ago
+
+    async def scenario():
+        asyncio.get_running_loop().call_later(0.1, lambda: am.registry.finished(
+            "worker", 1, 1, 143, "RuntimeError: the real reason", memory_killed=True))
+        await am._poll_containers()
+        await asyncio.sleep(0.2)
+
+    asyncio.run(scenario())
+    assert task.done and task.exit_code == 143
+    assert "the real reason" in task.stderr_tail and task.memory_killed

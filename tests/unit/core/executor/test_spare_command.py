@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import sys
 import time
@@ -37,6 +38,26 @@ AGENT = (f"{sys.executable} -c \"import json, os, sys, time; p = os.environ['{pr
     ("bash -c 'torchrun train.py'", False),
     ("torchrun 'unclosed", False),
     ("", False),
+    # bash expands these when it starts, before the place: the workers would get worker 0's and the job's
+    # hdfs:// values as arguments (a reviewer's script: --train_dir hdfs://nn/out --index 0)
+    ("torchrun train.py --train_dir ${DTF_OUTPUT_PATH} --index $TASK_INDEX", False),
+    ("torchrun train.py --out `pwd`", False),
+    ("torchrun train.py --out $(pwd)", False),
+    # what runs after torchrun runs in the early environment (TASK_INDEX=0, IS_CHIEF=true, port 0)
+    ("torchrun train.py && python export.py", False),
+    ("torchrun train.py; python export.py", False),
+    ("torchrun train.py | tee log", False),
+    ("torchrun train.py > log 2>&1", False),
+    ("torchrun train.py &", False),
+    ("torchrun train.py\npython export.py", False),
+    ("(torchrun train.py)", False),
+    # a rendezvous of its own: the agent would never wait for its place
+    ("torchrun --standalone train.py", False),
+    ("torchrun --rdzv-backend=c10d train.py", False),
+    ("torchrun --rdzv_backend c10d train.py", False),
+    ("torchrun --rdzv-endpoint h:29400 train.py", False),
+    ("torchrun --rdzv_endpoint=h:29400 train.py", False),
+    ("torchrun --nproc-per-node=2 train.py --lr 0.1", True),
 ])
 def test_only_torchrun_itself_starts_before_the_place(command, early):
     assert is_torchrun(command) is early
@@ -118,3 +139,21 @@ def test_torch_s_agent_starts_its_workers_with_os_environ_as_it_is_then(tmp_path
         {"LOCAL_RANK": "0"}, str(out), None, 0, None)
     assert handler.proc.wait(60) == 0
     assert out.read_text() == "placed 0\n"
+
+
+def test_a_waiting_spare_stopped_by_yarn_ends_its_early_torchrun_and_keeps_what_it_said(tmp_path, capfdbinary):
+    """A reviewer's script: YARN kills the waiting spares at the attempt's end (SIGTERM), racing the AM's
+    'stop'; the executor had no SIGTERM handler before its place, died at once, and what its torchrun said while
+    waiting never reached the spare's log (the guard still killed the group: nothing was left running)."""
+    from tony_airflow.core.executor.task import end_early_on_sigterm
+
+    early = _early(tmp_path)
+    deadline = time.monotonic() + 30
+    while not early._held and time.monotonic() < deadline:
+        time.sleep(0.05)
+    handler = end_early_on_sigterm(early, grace=1.0)
+    with pytest.raises(SystemExit) as ended:
+        handler(signal.SIGTERM, None)
+    assert ended.value.code == 0
+    assert not early.process.alive()
+    assert b"agent up" in capfdbinary.readouterr().out
