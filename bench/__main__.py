@@ -57,7 +57,7 @@ def plot(report: Report, path: Path) -> None:
     plt.close(fig)
 
 
-def write(reports: list[Report], out: Path, argv: list[str]) -> Path:
+def write(reports: list[Report], out: Path, argv: list[str], skipped: list[str] | None = None) -> Path:
     images = out / "bench"
     images.mkdir(parents=True, exist_ok=True)
     parts = ["# Benchmarks", "",
@@ -67,6 +67,9 @@ def write(reports: list[Report], out: Path, argv: list[str]) -> Path:
              "Figures are medians on a shared, noisy machine; they are reported, never asserted in tests. "
              "Every figure and verdict below comes from this run; what changed them over time is in "
              "PERFORMANCE_HISTORY.md (hand-written).", ""]
+    if skipped:  # a run of some benchmarks only: the report says which were not run, never shows older figures
+        parts += [f"Not run this time (`--skip`): {', '.join(skipped)}. Their figures are in the previous "
+                  "reports (git history of this file) and PERFORMANCE_HISTORY.md.", ""]
     for report in reports:
         image = None
         if report.plot is not None:
@@ -106,7 +109,7 @@ def main(argv: list[str]) -> None:
             print(report.table(), flush=True)
             print(flush=True)
             reports.append(report)
-    print(f"wrote {write(reports, Path(args.out), argv)}")
+    print(f"wrote {write(reports, Path(args.out), argv, [name for name, _ in steps if name in args.skip])}")
 
 
 if __name__ == "__main__":
