@@ -158,8 +158,13 @@ class Rendezvous:
             raise RendezvousError(f"node {name} has not joined")
         node.seen = now
         if self.round is not None and name in self.round.members and name not in self.waiting:
-            if self.taking:  # its rank 0 has not taken the writer role yet: nobody trains (nor saves)
+            if self.taking and not self.broken:  # its rank 0 has not taken the role yet: nobody trains (nor saves)
                 return {"state": "waiting", "handover": self.writer_task}
+            if self.taking:  # a member gone before the handover ended (the new writer's too, maybe): this round
+                # never runs, its members wait for the next one (which moves the role again if it must)
+                self.waiting.append(name)
+                self.waiting_since = now
+                return {"state": "waiting"}
             return {"state": "ready", "round": self.round.number, "rank": self.round.members.index(name),
                     "world_size": len(self.round.members), "master_addr": self.round.master[0],
                     "master_port": self.round.master[1]}

@@ -179,3 +179,50 @@ def test_a_writer_whose_agent_has_not_started_yet_is_waited_for_until_its_contai
     r.next(b, 2.0)
     assert r.tick(2.0, {"c0"})  # its container ended before its agent joined: the role moves
     assert r.round.members == [b] and r.writer == "c1" and r.taking
+
+
+def test_the_new_writer_lost_before_it_took_the_role_the_others_wait_again_and_the_role_moves_on():
+    """A second loss during a handover (review of #51 item 5): the others were answered 'waiting' for the
+    handover; they must be put back on the wait list so the next round forms and moves the role again."""
+    r = rendezvous(2, 3)
+    r.writer_of("worker:0", "c0")
+    for i in range(3):
+        join(r, f"worker:{i}", f"c{i}", 0.0)
+    assert r.tick(0.0)
+    r.tick(1.0, {"c0"})  # the writer's container lost: B and C restart into a new round
+    b2, c2 = join(r, "worker:1", "c1", 1.0), join(r, "worker:2", "c2", 1.0)
+    assert r.tick(2.5, {"c0"}) and r.round is not None and r.round.members == [b2, c2]
+    assert r.taking and r.writer == "c1"
+    assert r.next(c2, 2.6)["state"] == "waiting"
+    r.tick(3.0, {"c0", "c1"})  # the new writer lost before its executor took the role
+    assert r.broken
+    a3, b3 = join(r, "worker:0", "c5", 4.0), join(r, "worker:1", "c6", 4.0)
+    for k in range(40):  # C's agent keeps polling next(), as do the replacements; the AM ticks
+        now = 4.5 + k * 0.5
+        for name in (c2, a3, b3):
+            r.next(name, now)
+        r.tick(now, {"c0", "c1"})
+    assert r.round.members[0] == c2 and r.writer == "c2" and r.must_take("c2")
+    assert set(r.round.members) == {c2, a3, b3}
+    assert [m.line() for m in r.drain_moves()][-1].startswith("WRITER_MOVED: from worker:1 (container c1) to "
+                                                              "worker:2 (container c2)")
+
+
+def test_with_2_2_the_new_writer_lost_before_it_took_the_role_the_survivor_takes_it_next():
+    r = rendezvous(2, 2)
+    r.writer_of("worker:0", "c0")
+    join(r, "worker:0", "c0", 0.0)
+    join(r, "worker:1", "c1", 0.0)
+    assert r.tick(0.0)
+    r.tick(1.0, {"c0"})
+    b2 = join(r, "worker:1", "c1", 1.0, 2)
+    a2 = join(r, "worker:0", "c5", 1.5)  # worker:0's replacement
+    assert r.tick(1.5, {"c0"}) and r.round is not None and r.round.members == [b2, a2] and r.taking
+    r.tick(2.0, {"c0", "c1"})  # B lost before taking
+    b3 = join(r, "worker:1", "c6", 3.0)
+    for k in range(40):
+        now = 3.5 + k * 0.5
+        r.next(a2, now)
+        r.next(b3, now)
+        r.tick(now, {"c0", "c1"})
+    assert r.writer == "c5" and r.round.members == [a2, b3] and r.must_take("c5")
