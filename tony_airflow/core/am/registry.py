@@ -182,6 +182,8 @@ class Registry:
         released containers still send is ignored. Only before the cluster spec."""
         assert self._spec is None, "a gang whose spec is published is never released"
         self._withdrawn.update(keys)
+        if self.rendezvous is not None:  # the writer role goes with its container (the chief's next one claims)
+            self.rendezvous.released(set(yarn_container_ids) | {self.tasks[key].yarn_container_id for key in keys})
         self.forget_containers(yarn_container_ids)
         for key in keys:
             task = self.tasks[key]

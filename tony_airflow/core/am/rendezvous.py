@@ -108,6 +108,14 @@ class Rendezvous:
             self.writer, self.writer_task = container, task
         return bool(container) and container == self.writer
 
+    def released(self, containers: set[str] | frozenset[str]) -> None:
+        """The gang gave these containers back before its spec (wait-die, core/am/gang.py): when the writer's is
+        one of them and no round formed yet, nobody holds the role (the chief's next container takes it at its
+        registration, and claims). After a round the role moves with the next one, as for any loss."""
+        if self.round is None and self.writer and self.writer in containers:
+            self.writer = self.writer_task = ""
+            self.writer_joined = self.taking = False
+
     def took(self, container: str) -> bool:
         """The writer's executor claimed the output and took what HDFS held: its round may run. True when
         this ended a handover."""

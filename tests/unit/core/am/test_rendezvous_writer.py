@@ -4,6 +4,8 @@ its round waits until the new writer's executor has taken it. Pure: `now` is pas
 
 from __future__ import annotations
 
+from tests.unit.core.support import make_job
+from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.am.rendezvous import Rendezvous
 
 LAST_CALL, SILENT, HANDOVER = 1.0, 3.0, 10.0
@@ -226,3 +228,42 @@ def test_with_2_2_the_new_writer_lost_before_it_took_the_role_the_survivor_takes
         r.next(b3, now)
         r.tick(now, {"c0", "c1"})
     assert r.writer == "c5" and r.round.members == [a2, b3] and r.must_take("c5")
+
+
+def test_after_a_gang_release_the_chiefs_next_container_holds_the_role():
+    """Wait-die gives the gang's containers back after the chief's first one registered (it was told it writes):
+    the role goes with it; the chief's next container is told it writes (it claims at its start) and the first
+    round moves nothing."""
+    events: list[tuple[str, dict]] = []
+    reg = Registry(make_job("worker:2", framework="pytorch", elastic="2:2", output="hdfs:///out"), "app_1",
+                   listener=lambda name, **f: events.append((name, f)))
+    reg.new_attempt(1)
+    reg.container_allocated(("worker", 0), "c0")
+    assert reg.register("worker", 0, 1, "h0", 4000, "c0") is None
+    assert reg.writer_of("worker", 0, "c0") is True
+    reg.release([("worker", 0), ("worker", 1)], {"c0"})
+    reg.ask_again([("worker", 0), ("worker", 1)])
+    reg.container_allocated(("worker", 0), "c7")
+    reg.container_allocated(("worker", 1), "c8")
+    assert reg.register("worker", 1, 1, "h1", 4001, "c8") is None
+    assert reg.register("worker", 0, 1, "h0", 4002, "c7") is None
+    assert reg.writer_of("worker", 1, "c8") is False
+    assert reg.writer_of("worker", 0, "c7") is True
+    r = reg.rendezvous
+    assert r is not None
+    r.join("worker:1@c8#1.0", "worker:1", "c8", "h1", 1, 0.0)
+    r.join("worker:0@c7#1.0", "worker:0", "c7", "h0", 1, 0.1)
+    reg.rendezvous_tick(0.2)
+    assert r.round is not None and r.round.members[0] == "worker:0@c7#1.0" and not r.taking
+    assert [name for name, _ in events if name == "WRITER_MOVED"] == []
+
+
+def test_a_writer_released_before_any_round_leaves_the_role_vacant_but_not_after_one():
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    r.released({"c0"})
+    assert r.writer == "" and r.writer_of("worker:0", "c1") is True
+    a = join(r, "worker:0", "c1", 0.0)
+    assert r.tick(1.5) and r.round is not None and r.round.members == [a]
+    r.released({"c1"})  # a round ran: the role moves with the next round (a handover), as for any loss
+    assert r.writer == "c1"
