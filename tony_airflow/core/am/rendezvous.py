@@ -95,6 +95,7 @@ class Rendezvous:
         self.writer_task = ""
         self.taking = False                 # the role moved: its new holder has not said it took it
         self.taking_since = 0.0
+        self.taking_round = 0               # the round the role moved in: the tag its new holder's word carries
         self.moves: list[WriterMove] = []   # moves the AM has not said yet (`drain_moves`)
         self.writer_joined = False          # a node of the writer's container joined (its agent runs)
         self._gone: frozenset[str] = frozenset()  # the containers YARN says are gone (the last tick's)
@@ -116,10 +117,11 @@ class Rendezvous:
             self.writer = self.writer_task = ""
             self.writer_joined = self.taking = False
 
-    def took(self, container: str) -> bool:
-        """The writer's executor claimed the output and took what HDFS held: its round may run. True when
-        this ended a handover."""
-        if self.taking and container and container == self.writer:
+    def took(self, container: str, number: int) -> bool:
+        """The writer's executor claimed the output and took what HDFS held for the handover of round
+        `number` (the tag the AM's 'take' carried): its round may run. True when this ended a handover. A word
+        of another handover is not this one's (the role may come back to a container that held it before)."""
+        if self.taking and container and container == self.writer and number == self.taking_round:
             self.taking = False
             return True
         return False
@@ -224,7 +226,7 @@ class Rendezvous:
         if first.container != self.writer:  # its container is gone (_due waits for a live one): the role moves
             self.moves.append(WriterMove(self.writer_task, self.writer, first.task, first.container, self.next_number))
             self.writer, self.writer_task = first.container, first.task
-            self.taking, self.taking_since = self.handover, now
+            self.taking, self.taking_since, self.taking_round = self.handover, now, self.next_number
             self.writer_joined = True
         self.next_number += 1
         self.waiting = [n for n in self.waiting if n not in members]

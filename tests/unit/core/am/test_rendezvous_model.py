@@ -138,7 +138,8 @@ class RendezvousModel(RuleBasedStateMachine):
         and says so."""
         if agent in self.agents and not agent.dead and not agent.stuck and self.rdzv.must_take(agent.container):
             self.claims.append(agent.container)
-            assert self.rdzv.took(agent.container)
+            assert not self.rdzv.took(agent.container, self.rdzv.taking_round - 1)  # another handover's word
+            assert self.rdzv.took(agent.container, self.rdzv.taking_round)
 
     def _tick(self) -> None:
         before = self.rdzv.round.number if self.rdzv.round else 0

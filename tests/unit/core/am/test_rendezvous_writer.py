@@ -55,8 +55,9 @@ def test_when_the_writers_container_is_gone_the_first_survivor_is_rank_0_and_its
         "WRITER_MOVED: from worker:0 (container c0) to worker:1 (container c1), round 2"]
     assert r.writer == "c1" and r.must_take("c1") and not r.must_take("c0")
     assert r.next(b2, 2.6)["state"] == "waiting"  # nobody trains before the new writer took the role
-    assert r.took("c0") is False and r.next(b2, 2.7)["state"] == "waiting"
-    assert r.took("c1") is True
+    assert r.took("c0", 2) is False and r.next(b2, 2.7)["state"] == "waiting"
+    assert r.took("c1", 1) is False  # a word of another handover (an earlier one of this container's)
+    assert r.took("c1", 2) is True
     answer = r.next(b2, 2.8)
     assert answer["state"] == "ready" and answer["rank"] == 0
     # worker 0's replacement registers: it does not claim, and it joins behind the writer
@@ -267,3 +268,50 @@ def test_a_writer_released_before_any_round_leaves_the_role_vacant_but_not_after
     assert r.tick(1.5) and r.round is not None and r.round.members == [a]
     r.released({"c1"})  # a round ran: the role moves with the next round (a handover), as for any loss
     assert r.writer == "c1"
+
+
+def test_the_role_coming_back_to_a_container_that_held_it_waits_for_that_handovers_word():
+    """A (the first writer) dropped for silence while its container lived, the role moved to B, A's agent
+    joined again under a new name, B lost: the role comes back to A, which must take it anew (B published
+    newer checkpoints under a newer epoch): only A's word tagged with this handover's round ends it."""
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "cA")
+    join(r, "worker:0", "cA", 0.0)
+    join(r, "worker:1", "cB", 0.0)
+    assert r.tick(0.0)
+    b1 = join(r, "worker:1", "cB", 1.0, 2)  # A's agent hangs (silent); B joins again
+    r.next(b1, 3.9)
+    assert r.tick(4.5) and r.writer == "cB" and r.taking and r.taking_round == 2
+    assert r.took("cB", 2)
+    a1 = join(r, "worker:0", "cA", 5.0, 3)  # A's agent wakes: joins again as a new node
+    join(r, "worker:1", "cB", 5.0, 2)
+    assert r.tick(5.0) and r.round is not None and r.round.members == [b1, a1] and not r.taking
+    r.tick(6.0, {"cB"})  # B lost
+    a2 = join(r, "worker:0", "cA", 6.0, 3)
+    assert r.tick(7.5, {"cB"}) and r.round.members == [a2]
+    assert r.writer == "cA" and r.must_take("cA") and r.taking_round == 4
+    assert not r.took("cA", 0) and not r.took("cA", 2)
+    assert r.next(a2, 7.6)["state"] == "waiting"
+    assert r.took("cA", 4) and r.next(a2, 7.7)["state"] == "ready"
+
+
+def test_a_heartbeat_of_the_writer_ends_no_handover_without_its_tag():
+    reg = Registry(make_job("worker:2", framework="pytorch", elastic="1:2", output="hdfs:///out"), "app_1")
+    reg.new_attempt(1)
+    for i in (0, 1):
+        reg.container_allocated(("worker", i), f"c{i}")
+        reg.register("worker", i, 1, f"h{i}", 4000 + i, f"c{i}")
+    r = reg.rendezvous
+    assert r is not None
+    r.last_call_s = LAST_CALL
+    join(r, "worker:0", "c0", 0.0)
+    join(r, "worker:1", "c1", 0.0)
+    reg.rendezvous_tick(0.0)
+    r.tick(1.0, {"c0"})
+    join(r, "worker:1", "c1", 1.0)
+    assert r.tick(2.5, {"c0"}) and reg.writer_handover("c1") == 2 and reg.writer_handover("c0") == 0
+    reg.heartbeat("worker", 1, 1, None, "c1")
+    reg.heartbeat("worker", 1, 1, None, "c1", took_writer=1)
+    assert r.taking
+    reg.heartbeat("worker", 1, 1, None, "c1", took_writer=2)
+    assert not r.taking and reg.writer_handover("c1") == 0
