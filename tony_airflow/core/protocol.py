@@ -228,7 +228,9 @@ class Heartbeat:
     usage: dict[str, Any] | None = None
     container_id: str = ""  # YARN's: a container the gang released is told to stop (core/am/gang.py)
     wait: float = 0.0  # seconds the AM may hold a 'run' answer: a 'stop' is answered the moment it is decided
-    writer: bool = False  # elastic: this container holds the output's writer role (claimed; core/am/rendezvous.py)
+    # elastic: this container took the output's writer role (claimed, pulled, adopted) in the handover of this
+    # round, the tag of the AM's 'take' (core/am/rendezvous.py); 0: no such word (ordinary heartbeats)
+    took_writer: int = 0
 
 
 @dataclass(frozen=True)

@@ -150,9 +150,11 @@ class Registry:
             return None
         return self.rendezvous.writer_of(f"{type_}:{index}", container_id)
 
-    def must_take_writer(self, container_id: str) -> bool:
-        """The heartbeat's word to the container that became rank 0 when the writer's was lost."""
-        return self.rendezvous is not None and self.rendezvous.must_take(container_id)
+    def writer_handover(self, container_id: str) -> int:
+        """The heartbeat's word to the container that became rank 0 when the writer's was lost: the round of
+        the handover it must take (its confirmation carries it back), 0 when none."""
+        rdzv = self.rendezvous
+        return rdzv.taking_round if rdzv is not None and rdzv.must_take(container_id) else 0
 
     def rendezvous_tick(self, now: float) -> None:
         """The rendezvous' clock (core/am/rendezvous.py), and what the AM says of it: a writer role that moved
@@ -183,6 +185,8 @@ class Registry:
         released containers still send is ignored. Only before the cluster spec."""
         assert self._spec is None, "a gang whose spec is published is never released"
         self._withdrawn.update(keys)
+        if self.rendezvous is not None:  # the writer role goes with its container (the chief's next one claims)
+            self.rendezvous.released(set(yarn_container_ids) | {self.tasks[key].yarn_container_id for key in keys})
         self.forget_containers(yarn_container_ids)
         for key in keys:
             task = self.tasks[key]
@@ -402,14 +406,15 @@ class Registry:
             task.last_heartbeat = time.time()
 
     def heartbeat(self, type_: str, index: int, attempt: int, usage: dict[str, Any] | None = None,
-                  container_id: str = "", writer: bool = False) -> str:
-        """'run' or 'stop' (the AM wants this task to end); the task is alive. `writer`: its container holds
-        the output's writer role (it claimed): a handover waiting for it ends."""
+                  container_id: str = "", took_writer: int = 0) -> str:
+        """'run' or 'stop' (the AM wants this task to end); the task is alive. `took_writer`: its container
+        took the output's writer role in the handover of that round (claimed, pulled, adopted): that handover
+        ends (only the word of the one under way does)."""
         task = self._task(type_, index, attempt)
         if not isinstance(task, str):
             task.last_heartbeat = time.time()
             self._record_usage(task, usage)
-            if writer and self.rendezvous is not None and self.rendezvous.took(container_id):
+            if took_writer and self.rendezvous is not None and self.rendezvous.took(container_id, took_writer):
                 log.info("attempt %d: %s (container %s) took the output's writer role", attempt, task.id,
                          container_id)
                 self._notify()

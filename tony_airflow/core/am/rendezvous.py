@@ -95,6 +95,7 @@ class Rendezvous:
         self.writer_task = ""
         self.taking = False                 # the role moved: its new holder has not said it took it
         self.taking_since = 0.0
+        self.taking_round = 0               # the round the role moved in: the tag its new holder's word carries
         self.moves: list[WriterMove] = []   # moves the AM has not said yet (`drain_moves`)
         self.writer_joined = False          # a node of the writer's container joined (its agent runs)
         self._gone: frozenset[str] = frozenset()  # the containers YARN says are gone (the last tick's)
@@ -108,10 +109,19 @@ class Rendezvous:
             self.writer, self.writer_task = container, task
         return bool(container) and container == self.writer
 
-    def took(self, container: str) -> bool:
-        """The writer's executor claimed the output and took what HDFS held: its round may run. True when
-        this ended a handover."""
-        if self.taking and container and container == self.writer:
+    def released(self, containers: set[str] | frozenset[str]) -> None:
+        """The gang gave these containers back before its spec (wait-die, core/am/gang.py): when the writer's is
+        one of them and no round formed yet, nobody holds the role (the chief's next container takes it at its
+        registration, and claims). After a round the role moves with the next one, as for any loss."""
+        if self.round is None and self.writer and self.writer in containers:
+            self.writer = self.writer_task = ""
+            self.writer_joined = self.taking = False
+
+    def took(self, container: str, number: int) -> bool:
+        """The writer's executor claimed the output and took what HDFS held for the handover of round
+        `number` (the tag the AM's 'take' carried): its round may run. True when this ended a handover. A word
+        of another handover is not this one's (the role may come back to a container that held it before)."""
+        if self.taking and container and container == self.writer and number == self.taking_round:
             self.taking = False
             return True
         return False
@@ -158,8 +168,13 @@ class Rendezvous:
             raise RendezvousError(f"node {name} has not joined")
         node.seen = now
         if self.round is not None and name in self.round.members and name not in self.waiting:
-            if self.taking:  # its rank 0 has not taken the writer role yet: nobody trains (nor saves)
+            if self.taking and not self.broken:  # its rank 0 has not taken the role yet: nobody trains (nor saves)
                 return {"state": "waiting", "handover": self.writer_task}
+            if self.taking:  # a member gone before the handover ended (the new writer's too, maybe): this round
+                # never runs, its members wait for the next one (which moves the role again if it must)
+                self.waiting.append(name)
+                self.waiting_since = now
+                return {"state": "waiting"}
             return {"state": "ready", "round": self.round.number, "rank": self.round.members.index(name),
                     "world_size": len(self.round.members), "master_addr": self.round.master[0],
                     "master_port": self.round.master[1]}
@@ -211,7 +226,7 @@ class Rendezvous:
         if first.container != self.writer:  # its container is gone (_due waits for a live one): the role moves
             self.moves.append(WriterMove(self.writer_task, self.writer, first.task, first.container, self.next_number))
             self.writer, self.writer_task = first.container, first.task
-            self.taking, self.taking_since = self.handover, now
+            self.taking, self.taking_since, self.taking_round = self.handover, now, self.next_number
             self.writer_joined = True
         self.next_number += 1
         self.waiting = [n for n in self.waiting if n not in members]

@@ -221,16 +221,18 @@ def build_app(registry: Registry, secret: str, page: Callable[[], str] | None = 
 
     async def heartbeat(request: web.Request) -> web.Response:
         msg = await message(request, protocol.Heartbeat)
-        action = registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage, msg.container_id, msg.writer)
+        action = registry.heartbeat(msg.type, msg.index, msg.attempt, msg.usage, msg.container_id,
+                                    msg.took_writer)
         if (action == "run" and msg.wait > 0 and registry.running(msg.type, msg.index, msg.attempt)
-                and not registry.must_take_writer(msg.container_id)):
+                and not registry.writer_handover(msg.container_id)):
             # held: a stop decided meanwhile is answered at once (an ended task's is not held: it is exiting),
             # as is the writer role moving to this container (its round waits for it to take the role)
             await registry.stop_news(min(float(msg.wait), MAX_HEARTBEAT_WAIT_S))
             action = registry.answer(msg.type, msg.index, msg.attempt, msg.container_id)
-        answer: dict[str, str] = {"action": action}
-        if action == "run" and registry.must_take_writer(msg.container_id):
-            answer["writer"] = "take"  # claim the output, take what HDFS holds, push; then say writer=true
+        answer: dict[str, str | int] = {"action": action}
+        handover = registry.writer_handover(msg.container_id) if action == "run" else 0
+        if handover:  # claim the output, take what HDFS holds, push; then say took_writer=<round>
+            answer["writer"], answer["round"] = "take", handover
         if registry.sealed_hdfs_token:  # the newest HDFS token from the job's keytab (core/am/token_renewal.py)
             answer["hdfs_token"] = registry.sealed_hdfs_token
         return web.json_response(answer)

@@ -154,6 +154,7 @@ class Executor:
         self.writer_by_am: bool | None = None  # elastic: the AM says whether this container writes (not IS_CHIEF)
         self.is_writer = False                 # this container holds the output's writer role (it claimed)
         self._taking = threading.Lock()        # one take-over of the writer role at a time
+        self._took_round = 0                   # the handover (its round) this container took last
         self.am_lost = threading.Event()
         self.finished = threading.Event()
         self.give_up_s = job.timeouts.heartbeat or AM_LOST_DEFAULT_S
@@ -331,7 +332,7 @@ class Executor:
             engine.remove(plan.engine, plan.name)
         tee.close()  # all of the output reaches the AM before the task reports its end
         self._close_status_channel(channel)  # and the program's last numbers (closing twice does nothing)
-        unpublished = self._finish_output(mirror, push or self.is_writer, code, ended_at)
+        unpublished = self._finish_output(self.mirror or mirror, push or self.is_writer, code, ended_at)
         if unpublished and code == 0 and not self.stop_requested.is_set():
             code = OUTPUT_NOT_PUBLISHED
         ended_by_engine = plan is not None and bool(code) and not self.stop_requested.is_set()
@@ -397,7 +398,7 @@ class Executor:
     def _end_without_command(self, mirror: Mirror | None, push: bool, reason: str) -> int:
         """The command could not start (its container engine said no): the attempt fails with `reason`."""
         log.error("%s", reason)
-        self._finish_output(mirror, push or self.is_writer, ENGINE_FAILED, time.time())
+        self._finish_output(self.mirror or mirror, push or self.is_writer, ENGINE_FAILED, time.time())
         if self.am_lost.is_set():
             return AM_LOST_EXIT
         self._report(ENGINE_FAILED, "", reason)
@@ -561,8 +562,7 @@ class Executor:
             answer: dict = {}
             try:
                 usage = self.usage.report() if self.usage else None
-                answer = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage, "wait": wait,
-                                                                         "writer": self.is_writer},
+                answer = self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "usage": usage, "wait": wait},
                                             retries=2, timeout=timeout + wait)
                 action = answer["action"]
                 self._answered()
@@ -575,43 +575,66 @@ class Executor:
                 action = "run"
             if action == "stop":
                 self.stop("the AM asks this task to stop")
-            elif answer_writer(answer) == "take":
-                threading.Thread(target=self.take_writer_role, name="take-writer-role", daemon=True).start()
+            elif answer_writer(answer):
+                threading.Thread(target=self.take_writer_role, args=(answer_writer(answer),), name="take-writer-role",
+                                 daemon=True).start()
             self.finished.wait(max(0.0, self.job.heartbeat_interval - (time.monotonic() - asked)))
 
-    def take_writer_role(self) -> None:
-        """The AM made this container rank 0 after the writer's was lost (core/am/rendezvous.py), and every
-        member's round waits: claim the output (a new epoch: the lost writer, were it still running, publishes
-        nothing more), take what HDFS holds now (its last published, whole checkpoint), adopt it and push
-        from now on, as `_stage` does for a chief; then say so at once (the round starts on that word). A
-        failure is logged and not said: the AM fails the attempt after its bound, the next resumes from HDFS."""
+    def take_writer_role(self, handover: int) -> None:
+        """The AM made this container rank 0 in round `handover` after the writer's was lost
+        (core/am/rendezvous.py), and every member's round waits: claim the output (a new epoch: the lost
+        writer, were it still running, publishes nothing more), take what HDFS holds now (its last published,
+        whole checkpoint), adopt it and push from now on, as `_stage` does for a chief; then say so at once,
+        tagged with `handover` (the round starts on that word; no other word ends it). Also when this container
+        held the role before (the role came back to it): its checkpoint is older than HDFS's and its mirror
+        may be fenced (a halt is for ever), so a new mirror claims. A failure is logged and not said: the AM
+        fails the attempt after its bound, the next resumes from HDFS. A take racing the task's end (a stop,
+        the command over) claims nothing and starts nothing: no push thread nobody finishes, no fence on the
+        next attempt's writer."""
         if not self._taking.acquire(blocking=False):
             return  # a take-over under way
         try:
-            if self.is_writer:  # taken already (the AM has not heard yet); a fenced writer is never one again
-                if self.mirror is not None and self.mirror.fenced:
-                    log.error("the AM gives this container the output's writer role again, but its writer was "
-                              "fenced: not taking it")
-                    return
-            elif self.mirror is not None:
-                mirror = self.mirror
-                mirror.claim()
-                taken = mirror.pull(events=False)
-                mirror.adopt()
-                mirror.start("push", writers=self._command_pids, alive=self._command_runs)
-                self.is_writer = True
-                log.info("output %s: this container is rank 0 and takes the writer role (epoch %d): %d file(s) "
-                         "taken from HDFS", mirror.uri, mirror.epoch, taken)
-            elif self.job.output_path and is_hdfs(self.job.output_path):
-                return  # still staging: the next heartbeat's answer asks again
-            else:
-                self.is_writer = True  # no output to take: the role is a name
-            self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "writer": True}, retries=2,
+            if self._ending():
+                return
+            if self._took_round != handover:
+                if self.mirror is not None:
+                    if not self._take_output():
+                        return
+                elif self.job.output_path and is_hdfs(self.job.output_path):
+                    return  # still staging: the next heartbeat's answer asks again
+                self.is_writer = True  # (no output to take: the role is a name)
+                self._took_round = handover
+            self.registry.call("POST", protocol.HEARTBEAT, {**self.ident, "took_writer": handover}, retries=2,
                                timeout=MAX_CALL_TIMEOUT_S)
         except Exception as exc:
             log.error("could not take the output's writer role: %s", " ".join(str(exc).split())[:300])
         finally:
             self._taking.release()
+
+    def _ending(self) -> bool:
+        return self.stop_requested.is_set() or self.finished.is_set()
+
+    def _take_output(self) -> bool:
+        """Claim, pull, adopt, push (see `take_writer_role`); False when the task's end came meanwhile."""
+        mirror = self.mirror
+        assert mirror is not None
+        if mirror.fenced or self.is_writer:  # held the role before: its threads and its epoch are over
+            mirror.halt()
+            mirror = Mirror(mirror.uri, mirror.local, files=mirror.files, writer=mirror.writer,
+                            attempt=mirror.attempt, clock=mirror.clock)
+            self.mirror = mirror
+            self.is_writer = False
+        mirror.claim()
+        taken = mirror.pull(events=False)
+        if self._ending():
+            return False
+        mirror.adopt()
+        if self._ending():
+            return False
+        mirror.start("push", writers=self._command_pids, alive=self._command_runs)
+        log.info("output %s: this container is rank 0 and takes the writer role (epoch %d): %d file(s) "
+                 "taken from HDFS", mirror.uri, mirror.epoch, taken)
+        return True
 
     def _take_hdfs_token(self, sealed: str) -> None:
         """A newer HDFS delegation token the AM got from the job's keytab: this process's WebHDFS calls (the
@@ -658,9 +681,11 @@ class Executor:
         threading.Thread(target=self.child.stop, args=(3.0,), daemon=True).start()
 
 
-def answer_writer(answer: Mapping[str, object]) -> str:
-    """The heartbeat answer's word on the output's writer role: 'take' (this container became rank 0) or ''."""
-    return str(answer.get("writer") or "")
+def answer_writer(answer: Mapping[str, object]) -> int:
+    """The heartbeat answer's word on the output's writer role: the round of the handover this container must
+    take (it became rank 0), or 0."""
+    number = answer.get("round")
+    return number if answer.get("writer") == "take" and isinstance(number, int) else 0
 
 
 def with_job_env(environ: Mapping[str, str], job_env: Mapping[str, str]) -> dict[str, str]:

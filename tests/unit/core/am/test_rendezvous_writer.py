@@ -4,6 +4,8 @@ its round waits until the new writer's executor has taken it. Pure: `now` is pas
 
 from __future__ import annotations
 
+from tests.unit.core.support import make_job
+from tony_airflow.core.am.registry import Registry
 from tony_airflow.core.am.rendezvous import Rendezvous
 
 LAST_CALL, SILENT, HANDOVER = 1.0, 3.0, 10.0
@@ -53,8 +55,9 @@ def test_when_the_writers_container_is_gone_the_first_survivor_is_rank_0_and_its
         "WRITER_MOVED: from worker:0 (container c0) to worker:1 (container c1), round 2"]
     assert r.writer == "c1" and r.must_take("c1") and not r.must_take("c0")
     assert r.next(b2, 2.6)["state"] == "waiting"  # nobody trains before the new writer took the role
-    assert r.took("c0") is False and r.next(b2, 2.7)["state"] == "waiting"
-    assert r.took("c1") is True
+    assert r.took("c0", 2) is False and r.next(b2, 2.7)["state"] == "waiting"
+    assert r.took("c1", 1) is False  # a word of another handover (an earlier one of this container's)
+    assert r.took("c1", 2) is True
     answer = r.next(b2, 2.8)
     assert answer["state"] == "ready" and answer["rank"] == 0
     # worker 0's replacement registers: it does not claim, and it joins behind the writer
@@ -179,3 +182,136 @@ def test_a_writer_whose_agent_has_not_started_yet_is_waited_for_until_its_contai
     r.next(b, 2.0)
     assert r.tick(2.0, {"c0"})  # its container ended before its agent joined: the role moves
     assert r.round.members == [b] and r.writer == "c1" and r.taking
+
+
+def test_the_new_writer_lost_before_it_took_the_role_the_others_wait_again_and_the_role_moves_on():
+    """A second loss during a handover (review of #51 item 5): the others were answered 'waiting' for the
+    handover; they must be put back on the wait list so the next round forms and moves the role again."""
+    r = rendezvous(2, 3)
+    r.writer_of("worker:0", "c0")
+    for i in range(3):
+        join(r, f"worker:{i}", f"c{i}", 0.0)
+    assert r.tick(0.0)
+    r.tick(1.0, {"c0"})  # the writer's container lost: B and C restart into a new round
+    b2, c2 = join(r, "worker:1", "c1", 1.0), join(r, "worker:2", "c2", 1.0)
+    assert r.tick(2.5, {"c0"}) and r.round is not None and r.round.members == [b2, c2]
+    assert r.taking and r.writer == "c1"
+    assert r.next(c2, 2.6)["state"] == "waiting"
+    r.tick(3.0, {"c0", "c1"})  # the new writer lost before its executor took the role
+    assert r.broken
+    a3, b3 = join(r, "worker:0", "c5", 4.0), join(r, "worker:1", "c6", 4.0)
+    for k in range(40):  # C's agent keeps polling next(), as do the replacements; the AM ticks
+        now = 4.5 + k * 0.5
+        for name in (c2, a3, b3):
+            r.next(name, now)
+        r.tick(now, {"c0", "c1"})
+    assert r.round.members[0] == c2 and r.writer == "c2" and r.must_take("c2")
+    assert set(r.round.members) == {c2, a3, b3}
+    assert [m.line() for m in r.drain_moves()][-1].startswith("WRITER_MOVED: from worker:1 (container c1) to "
+                                                              "worker:2 (container c2)")
+
+
+def test_with_2_2_the_new_writer_lost_before_it_took_the_role_the_survivor_takes_it_next():
+    r = rendezvous(2, 2)
+    r.writer_of("worker:0", "c0")
+    join(r, "worker:0", "c0", 0.0)
+    join(r, "worker:1", "c1", 0.0)
+    assert r.tick(0.0)
+    r.tick(1.0, {"c0"})
+    b2 = join(r, "worker:1", "c1", 1.0, 2)
+    a2 = join(r, "worker:0", "c5", 1.5)  # worker:0's replacement
+    assert r.tick(1.5, {"c0"}) and r.round is not None and r.round.members == [b2, a2] and r.taking
+    r.tick(2.0, {"c0", "c1"})  # B lost before taking
+    b3 = join(r, "worker:1", "c6", 3.0)
+    for k in range(40):
+        now = 3.5 + k * 0.5
+        r.next(a2, now)
+        r.next(b3, now)
+        r.tick(now, {"c0", "c1"})
+    assert r.writer == "c5" and r.round.members == [a2, b3] and r.must_take("c5")
+
+
+def test_after_a_gang_release_the_chiefs_next_container_holds_the_role():
+    """Wait-die gives the gang's containers back after the chief's first one registered (it was told it writes):
+    the role goes with it; the chief's next container is told it writes (it claims at its start) and the first
+    round moves nothing."""
+    events: list[tuple[str, dict]] = []
+    reg = Registry(make_job("worker:2", framework="pytorch", elastic="2:2", output="hdfs:///out"), "app_1",
+                   listener=lambda name, **f: events.append((name, f)))
+    reg.new_attempt(1)
+    reg.container_allocated(("worker", 0), "c0")
+    assert reg.register("worker", 0, 1, "h0", 4000, "c0") is None
+    assert reg.writer_of("worker", 0, "c0") is True
+    reg.release([("worker", 0), ("worker", 1)], {"c0"})
+    reg.ask_again([("worker", 0), ("worker", 1)])
+    reg.container_allocated(("worker", 0), "c7")
+    reg.container_allocated(("worker", 1), "c8")
+    assert reg.register("worker", 1, 1, "h1", 4001, "c8") is None
+    assert reg.register("worker", 0, 1, "h0", 4002, "c7") is None
+    assert reg.writer_of("worker", 1, "c8") is False
+    assert reg.writer_of("worker", 0, "c7") is True
+    r = reg.rendezvous
+    assert r is not None
+    r.join("worker:1@c8#1.0", "worker:1", "c8", "h1", 1, 0.0)
+    r.join("worker:0@c7#1.0", "worker:0", "c7", "h0", 1, 0.1)
+    reg.rendezvous_tick(0.2)
+    assert r.round is not None and r.round.members[0] == "worker:0@c7#1.0" and not r.taking
+    assert [name for name, _ in events if name == "WRITER_MOVED"] == []
+
+
+def test_a_writer_released_before_any_round_leaves_the_role_vacant_but_not_after_one():
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "c0")
+    r.released({"c0"})
+    assert r.writer == "" and r.writer_of("worker:0", "c1") is True
+    a = join(r, "worker:0", "c1", 0.0)
+    assert r.tick(1.5) and r.round is not None and r.round.members == [a]
+    r.released({"c1"})  # a round ran: the role moves with the next round (a handover), as for any loss
+    assert r.writer == "c1"
+
+
+def test_the_role_coming_back_to_a_container_that_held_it_waits_for_that_handovers_word():
+    """A (the first writer) dropped for silence while its container lived, the role moved to B, A's agent
+    joined again under a new name, B lost: the role comes back to A, which must take it anew (B published
+    newer checkpoints under a newer epoch): only A's word tagged with this handover's round ends it."""
+    r = rendezvous(1, 2)
+    r.writer_of("worker:0", "cA")
+    join(r, "worker:0", "cA", 0.0)
+    join(r, "worker:1", "cB", 0.0)
+    assert r.tick(0.0)
+    b1 = join(r, "worker:1", "cB", 1.0, 2)  # A's agent hangs (silent); B joins again
+    r.next(b1, 3.9)
+    assert r.tick(4.5) and r.writer == "cB" and r.taking and r.taking_round == 2
+    assert r.took("cB", 2)
+    a1 = join(r, "worker:0", "cA", 5.0, 3)  # A's agent wakes: joins again as a new node
+    join(r, "worker:1", "cB", 5.0, 2)
+    assert r.tick(5.0) and r.round is not None and r.round.members == [b1, a1] and not r.taking
+    r.tick(6.0, {"cB"})  # B lost
+    a2 = join(r, "worker:0", "cA", 6.0, 3)
+    assert r.tick(7.5, {"cB"}) and r.round.members == [a2]
+    assert r.writer == "cA" and r.must_take("cA") and r.taking_round == 4
+    assert not r.took("cA", 0) and not r.took("cA", 2)
+    assert r.next(a2, 7.6)["state"] == "waiting"
+    assert r.took("cA", 4) and r.next(a2, 7.7)["state"] == "ready"
+
+
+def test_a_heartbeat_of_the_writer_ends_no_handover_without_its_tag():
+    reg = Registry(make_job("worker:2", framework="pytorch", elastic="1:2", output="hdfs:///out"), "app_1")
+    reg.new_attempt(1)
+    for i in (0, 1):
+        reg.container_allocated(("worker", i), f"c{i}")
+        reg.register("worker", i, 1, f"h{i}", 4000 + i, f"c{i}")
+    r = reg.rendezvous
+    assert r is not None
+    r.last_call_s = LAST_CALL
+    join(r, "worker:0", "c0", 0.0)
+    join(r, "worker:1", "c1", 0.0)
+    reg.rendezvous_tick(0.0)
+    r.tick(1.0, {"c0"})
+    join(r, "worker:1", "c1", 1.0)
+    assert r.tick(2.5, {"c0"}) and reg.writer_handover("c1") == 2 and reg.writer_handover("c0") == 0
+    reg.heartbeat("worker", 1, 1, None, "c1")
+    reg.heartbeat("worker", 1, 1, None, "c1", took_writer=1)
+    assert r.taking
+    reg.heartbeat("worker", 1, 1, None, "c1", took_writer=2)
+    assert not r.taking and reg.writer_handover("c1") == 0

@@ -151,10 +151,12 @@ def test_agents_form_a_round_use_its_store_and_reform_it_after_rank_0s_container
             answer = client.call("POST", protocol.HEARTBEAT, {**ident, "wait": 5.0})
             if answer.get("writer") == "take":
                 break
-        assert answer == {"action": "run", "writer": "take"}
+        assert answer == {"action": "run", "writer": "take", "round": 2}  # the handover it answers: round 2's
         time.sleep(1.0)
         assert not any(r.done() for r in rounds)  # nobody trains before the new writer took the role
-        assert client.call("POST", protocol.HEARTBEAT, {**ident, "writer": True}) == {"action": "run"}
+        # an ordinary heartbeat, or one that answers another handover, ends nothing
+        assert client.call("POST", protocol.HEARTBEAT, {**ident, "took_writer": 1})["writer"] == "take"
+        assert client.call("POST", protocol.HEARTBEAT, {**ident, "took_writer": 2}) == {"action": "run"}
         again, new = (r.result(30) for r in rounds)
     assert (again.rank, new.rank, again.world_size) == (0, 1, 2)
     assert again.bootstrap_store_info.master_addr == "host-1" and other.num_nodes_waiting() == 0
