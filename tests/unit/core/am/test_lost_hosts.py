@@ -6,6 +6,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -209,20 +210,26 @@ def test_the_stop_ends_when_the_tasks_report_not_a_tick_later(monkeypatch):
     assert all(t.done for t in am.registry.tasks.values())
 
 
-@pytest.mark.parametrize("heard_ago, waits", [(5.0, []), (0.2, [0.5])])
-def test_a_container_whose_executor_went_quiet_before_it_ended_is_not_waited_for(monkeypatch, heard_ago, waits):
-    """#54: the 0.5 s wait for the executors' own exit reports is for executors that may still send one; one
-    quiet for more than 1.5 heartbeats before YARN said its container ended was killed with it."""
-    from tony_airflow.core.am import master as master_module
-
+def _am_with_a_killed_worker(heard_ago: float, exit_message: str) -> tuple[ApplicationMaster, Any]:
+    """An AM whose worker:1 runs and was last heard from `heard_ago` s ago, and whose container YARN says ended."""
     container = SimpleNamespace(id="worker_1", state="KILLED", yarn_container_id="container_1_0001_01_000003",
-                                exit_message="Container killed. Exit code: 137", yarn_node_http_address="h:8042")
+                                exit_message=exit_message, yarn_node_http_address="h:8042")
     app = SimpleNamespace(get_containers=lambda *a, **k: [container])
     am = ApplicationMaster(make_job("worker:2"), SECRET, app, "application_1_0001", "h")
     am.registry.new_attempt(1)
     am._container_of = {container.id: ("worker", 1)}
     task = am.registry.tasks[("worker", 1)]
     task.started_at, task.last_heartbeat = time.time() - 60, time.time() - heard_ago
+    return am, task
+
+
+@pytest.mark.parametrize("heard_ago, waits", [(5.0, []), (0.2, [0.5])])
+def test_a_container_whose_executor_went_quiet_before_it_ended_is_not_waited_for(monkeypatch, heard_ago, waits):
+    """#54: the 0.5 s wait for the executors' own exit reports is for executors that may still send one; one
+    quiet for more than 1.5 heartbeats before YARN said its container ended was killed with it."""
+    from tony_airflow.core.am import master as master_module
+
+    am, task = _am_with_a_killed_worker(heard_ago, "Container killed. Exit code: 137")
     slept: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -240,15 +247,7 @@ def test_an_exit_report_just_after_yarn_said_killed_still_tells_why(heard_ago):
     """A reviewer's script: YARN's word on a killed container (SIGTERM, SIGKILL 250 ms later) came first and the
     executor, quiet for more than 1.5 heartbeats, was not waited for; its own report a moment later was
     dropped, and with it the command's stderr tail (and a memory kill). The ending stands, the details count."""
-    container = SimpleNamespace(id="worker_1", state="KILLED", yarn_container_id="container_1_0001_01_000003",
-                                exit_message="Container killed on request. Exit code: 143",
-                                yarn_node_http_address="h:8042")
-    app = SimpleNamespace(get_containers=lambda *a, **k: [container])
-    am = ApplicationMaster(make_job("worker:2"), SECRET, app, "application_1_0001", "h")
-    am.registry.new_attempt(1)
-    am._container_of = {container.id: ("worker", 1)}
-    task = am.registry.tasks[("worker", 1)]
-    task.started_at, task.last_heartbeat = time.time() - 60, time.time() - heard_ago
+    am, task = _am_with_a_killed_worker(heard_ago, "Container killed on request. Exit code: 143")
 
     async def scenario():
         asyncio.get_running_loop().call_later(0.1, lambda: am.registry.finished(
