@@ -427,10 +427,6 @@ def test_a_lost_am_host_is_survived_by_a_new_am_attempt_that_resumes_the_job(sec
     record("3 secure HA hosts: AM's host rejoined after", rejoin(cluster, rm, am_host))
 
 
-@pytest.mark.xfail(strict=False, reason="#51 item 1, open: skein's Java AM gets the NodeManager's SIGTERM too, and its "
-                   "shutdown hook takes attempt 1 for the last (its spec says max_attempts=1), so when it runs within "
-                   "the 250 ms before SIGKILL it deletes the application's staging directory: AM attempts 2 and 3 "
-                   "then fail to localize .tony-secret (exit -1000) and the job FAILS (fresh-clone run of 38c72b5)")
 def test_an_am_whose_nodemanager_is_stopped_is_followed_by_a_second_am_that_finishes_the_job(secure_cluster,
                                                                                             secure_rm):
     """Issue 51, item 1: the AM's NodeManager is stopped (SIGTERM, as a decommission or an NM restart does) mid-job.

@@ -203,8 +203,11 @@ def launch_context(spec: skein.ApplicationSpec, stager: Stager, cache: UserCache
     if not conf.kerberos:
         env["HADOOP_USER_NAME"] = user
     files[am_launch.SCRIPT_NAME] = cache.put_bytes(".sh", am_launch.SCRIPT.encode())  # with its CDS archive
+    # -Xrs: a signal ends skein's JVM without its exit hook, which took attempt 1 for the last one (the spec's
+    # max_attempts=1) and, SIGTERMed with a NodeManager going away, deleted the staging directory the next AM
+    # attempt localizes (issue 51 item 1); its own end still runs it. A killed job's directory: tony kill, the sweep.
     command = am_launch.command("{{JAVA_HOME}}/bin/java",
-                                f"-Xmx128M -Dskein.log.level={str(master.log_level).upper()} "
+                                f"-Xmx128M -Xrs -Dskein.log.level={str(master.log_level).upper()} "
                                 f"-Dskein.log.directory={LOG_DIR} "
                                 f"com.anaconda.skein.ApplicationMaster {stager.uri(stager.app_dir)}",
                                 f"{LOG_DIR}/application.master.log")

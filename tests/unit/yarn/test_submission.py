@@ -285,3 +285,16 @@ def test_the_am_node_label_is_the_am_containers_label_expression_in_the_rest_api
     submission.submit(spec, rm, fs, _conf())
     body = rm.bodies[-1]
     assert body["am-container-node-label-expression"] == "cpu" and "am-label-expression" not in body
+
+
+def test_skeins_am_is_ended_by_a_signal_without_running_its_exit_cleanup(tmp_path):
+    """Issue 51 item 1 (a fresh-clone run): the NodeManager going away SIGTERMs every process of the AM's
+    container, skein's JVM too. Its shutdown hook takes attempt 1 for the last one (the spec's max_attempts is 1,
+    so that skein unregisters a FAILED job) and, when it wins the 250 ms before SIGKILL, unregisters FAILED and
+    deletes the staging directory: AM attempts 2 and 3 failed to localize .tony-secret and the job FAILED.
+    With -Xrs a signal ends the JVM without its hooks; its own end (our AM's word) still runs them. The
+    staging directory of a killed job is removed by `tony kill` or the next submission's sweep."""
+    fs, rm = FakeWebHDFS(), FakeRM()
+    submission.submit(_spec(tmp_path), rm, fs, _conf())
+    command = rm.bodies[0]["am-container-spec"]["commands"]["command"]
+    assert " -Xrs " in command and command.index("-Xrs") < command.index("com.anaconda.skein.ApplicationMaster")
