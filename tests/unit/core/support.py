@@ -26,3 +26,16 @@ async def serve(app: web.Application) -> TestClient:
     client = TestClient(TestServer(app))
     await client.start_server()
     return client
+
+
+class RecordingRegistry:
+    """The executor's RegistryClient as a fake: it records each call (path, payload) and answers ok."""
+
+    address = "127.0.0.1:9"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict]] = []
+
+    def call(self, method, path, payload=None, retries=5, timeout=None):
+        self.sent.append((path, payload))
+        return {"ok": True}

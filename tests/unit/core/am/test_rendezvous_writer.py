@@ -22,6 +22,17 @@ def join(r: Rendezvous, task: str, container: str, now: float, pid: int = 1) -> 
     return name
 
 
+def writer_lost_survivor_waits(r: Rendezvous) -> str:
+    """worker:0 (container c0, the writer) and worker:1 (c1) form round 1; c0 is gone at 0.5 s and worker:1's
+    agent joins again: the name it joined under."""
+    r.writer_of("worker:0", "c0")
+    join(r, "worker:0", "c0", 0.0)
+    join(r, "worker:1", "c1", 0.0)
+    r.tick(0.0)
+    r.tick(0.5, {"c0"})
+    return join(r, "worker:1", "c1", 0.5)
+
+
 def test_the_chiefs_first_container_holds_the_role_and_its_replacement_does_not_while_the_role_is_elsewhere():
     r = rendezvous()
     assert r.writer_of("worker:1", "c1") is False
@@ -102,12 +113,7 @@ def test_a_silent_writer_is_dropped_then_the_role_moves():
 
 def test_a_handover_not_taken_in_time_is_overdue_unless_the_new_writer_is_gone_too():
     r = rendezvous(1, 2)
-    r.writer_of("worker:0", "c0")
-    join(r, "worker:0", "c0", 0.0)
-    join(r, "worker:1", "c1", 0.0)
-    r.tick(0.0)
-    r.tick(0.5, {"c0"})
-    b2 = join(r, "worker:1", "c1", 0.5)
+    b2 = writer_lost_survivor_waits(r)
     assert r.tick(2.0, {"c0"}) and r.taking
     assert r.handover_overdue(2.0 + HANDOVER - 0.1) == ""
     r.next(b2, 11.9)
@@ -119,12 +125,7 @@ def test_a_handover_not_taken_in_time_is_overdue_unless_the_new_writer_is_gone_t
 
 def test_without_an_output_to_take_the_role_moves_with_rank_0_at_once():
     r = rendezvous(1, 2, handover=False)
-    r.writer_of("worker:0", "c0")
-    join(r, "worker:0", "c0", 0.0)
-    join(r, "worker:1", "c1", 0.0)
-    r.tick(0.0)
-    r.tick(0.5, {"c0"})
-    b2 = join(r, "worker:1", "c1", 0.5)
+    b2 = writer_lost_survivor_waits(r)
     assert r.tick(2.0, {"c0"}) and r.writer == "c1" and not r.taking
     assert r.next(b2, 2.1)["state"] == "ready"
     assert len(r.drain_moves()) == 1
@@ -136,12 +137,7 @@ def test_the_am_fails_the_attempt_in_one_line_when_the_new_writer_never_takes_th
     from tony_airflow.core.am.master import ApplicationMaster
 
     r = rendezvous(1, 2)
-    r.writer_of("worker:0", "c0")
-    join(r, "worker:0", "c0", 0.0)
-    join(r, "worker:1", "c1", 0.0)
-    r.tick(0.0)
-    r.tick(0.5, {"c0"})
-    b2 = join(r, "worker:1", "c1", 0.5)
+    b2 = writer_lost_survivor_waits(r)
     assert r.tick(2.0, {"c0"}) and r.taking
     r.taking_since -= 2 * HANDOVER  # the AM's clock is time.monotonic(): the handover began long ago
     r.next(b2, r.taking_since + 2 * HANDOVER)  # its agent lives (it polls)

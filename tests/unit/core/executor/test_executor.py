@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.unit.core.support import SECRET, make_job, serve
+from tests.unit.core.support import SECRET, RecordingRegistry, make_job, serve
 from tony_airflow.core import protocol
 from tony_airflow.core.am import server
 from tony_airflow.core.am.registry import Registry
@@ -107,30 +107,19 @@ class _Mirror:
         self.calls.append(("stop",))
 
 
-class _Recorder:
-    address = "127.0.0.1:9"
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, dict]] = []
-
-    def call(self, method, path, payload=None, retries=5, timeout=None):
-        self.sent.append((path, payload))
-        return {"ok": True}
-
-
 def _chief(registry=None):
     from tony_airflow.core.executor.task import Executor
     from tony_airflow.core.runtimes import TaskIdentity
 
     job = make_job("chief:1")
-    return Executor(job, TaskIdentity(type="chief", index=0, attempt=1, app_id="app_1"), registry or _Recorder(),
+    return Executor(job, TaskIdentity(type="chief", index=0, attempt=1, app_id="app_1"), registry or RecordingRegistry(),
                     "h", local=True)
 
 
 def test_a_failed_final_push_is_reported_in_one_line_not_a_crash():
     from tony_airflow.core.executor.task import OUTPUT_NOT_PUBLISHED
 
-    registry = _Recorder()
+    registry = RecordingRegistry()
     executor = _chief(registry)
     reason = executor._finish_output(_Mirror(OSError(113, "No route to host")), True, 0, time.time())
     assert reason == "the output could not be published to hdfs:///out: [Errno 113] No route to host"

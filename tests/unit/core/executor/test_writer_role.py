@@ -12,7 +12,7 @@ import pytest
 
 from tests.unit.core.executor.memory_hdfs import MemoryHDFS
 from tests.unit.core.executor.test_output_by_writer import Clock, _settle, _writer
-from tests.unit.core.support import make_job
+from tests.unit.core.support import RecordingRegistry, make_job
 from tony_airflow.core import protocol
 from tony_airflow.core.executor import task as task_module
 from tony_airflow.core.executor.output_commit import Mirror
@@ -23,21 +23,10 @@ from tony_airflow.core.runtimes import TaskIdentity
 APP = "application_1700000000000_0050"
 
 
-class Recorder:
-    address = "127.0.0.1:9"
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, dict]] = []
-
-    def call(self, method, path, payload=None, retries=5, timeout=None):
-        self.sent.append((path, payload))
-        return {"ok": True}
-
-
-def _executor(index: int, container: str, monkeypatch, registry: Recorder | None = None) -> Executor:
+def _executor(index: int, container: str, monkeypatch, registry: RecordingRegistry | None = None) -> Executor:
     monkeypatch.setenv("CONTAINER_ID", container)
     job = make_job("worker:2", output="hdfs:///out")
-    return Executor(job, TaskIdentity(type="worker", index=index, attempt=1, app_id=APP), registry or Recorder(),
+    return Executor(job, TaskIdentity(type="worker", index=index, attempt=1, app_id=APP), registry or RecordingRegistry(),
                     "h", local=True)
 
 
@@ -52,7 +41,7 @@ def test_the_new_rank_0_takes_the_role_fences_the_lost_writer_and_tells_the_am(t
     fs, clock = MemoryHDFS(), Clock()
     lost = _writer(tmp_path / "w0", fs, clock, task="worker0.000002")  # worker:0's container, the first writer
     _checkpoint(lost, clock, 7)
-    registry = Recorder()
+    registry = RecordingRegistry()
     survivor = _executor(1, "container_1700000000000_0050_01_000003", monkeypatch, registry)
     survivor.mirror = Mirror("hdfs:///out", tmp_path / "w1", files=fs, writer=f"{APP}.a1.worker1.000003",
                              attempt=(APP, 1), clock=clock)
@@ -85,7 +74,7 @@ def test_the_new_rank_0_takes_the_role_fences_the_lost_writer_and_tells_the_am(t
 
 def test_a_take_over_that_fails_is_not_told_to_the_am_and_is_tried_again(tmp_path, monkeypatch):
     fs = MemoryHDFS()
-    registry = Recorder()
+    registry = RecordingRegistry()
     survivor = _executor(1, "container_1700000000000_0050_01_000003", monkeypatch, registry)
     survivor.mirror = Mirror("hdfs:///out", tmp_path / "w1", files=fs, writer="w1", attempt=(APP, 1))
 
@@ -130,7 +119,7 @@ def test_stage_follows_the_ams_word_not_is_chief_for_an_elastic_job(writer_by_am
 def test_ordinary_heartbeats_never_say_the_role_was_taken(monkeypatch):
     """Only `take_writer_role` confirms a handover, tagged with its round: an ordinary heartbeat's word would
     end a handover back to a container that held the role before, before it took it again."""
-    registry = Recorder()
+    registry = RecordingRegistry()
     executor = _executor(0, A_CID, monkeypatch, registry)
     executor.is_writer = True
     executor.finished.set()
@@ -155,7 +144,7 @@ def test_the_role_coming_back_to_a_container_that_held_it_is_taken_again(tmp_pat
     B was lost: the AM gives A the role again. A claims anew (its old mirror would be fenced by B's mark),
     takes B's last checkpoint, and its saves are published."""
     fs, clock = MemoryHDFS(), Clock()
-    registry = Recorder()
+    registry = RecordingRegistry()
     a = _executor(0, A_CID, monkeypatch, registry)
     a.mirror = _writer(tmp_path / "a", fs, clock, task="worker0.000002")
     a.is_writer = True
@@ -184,7 +173,7 @@ def test_the_role_coming_back_to_a_container_that_held_it_is_taken_again(tmp_pat
 @pytest.mark.parametrize("when", ["before", "after_claim", "finished"])
 def test_a_take_racing_the_tasks_end_claims_nothing_and_starts_no_push(when, tmp_path, monkeypatch):
     fs = MemoryHDFS()
-    registry = Recorder()
+    registry = RecordingRegistry()
     survivor = _executor(1, B_CID, monkeypatch, registry)
     survivor.mirror = Mirror("hdfs:///out", tmp_path / "w1", files=fs, writer="w1", attempt=(APP, 1))
     started: list[str] = []
