@@ -33,6 +33,9 @@ TASK_LOG_PATTERN = r"(.*\.log|tony-output-.*\.txt|prelaunch\.err)"
 AGGREGATION_OVER = frozenset({"SUCCEEDED", "FAILED", "TIME_OUT", "DISABLED", ""})
 AGGREGATION_WAIT_S = 60.0  # a NodeManager uploads an ended application's logs within seconds
 AGGREGATION_POLL_S = 1.0
+# NOT_START this long after the first look at a finished application: no NodeManager has anything to upload
+# (killed before any container ran); one that does says RUNNING within its next heartbeat
+NOT_START_GRACE_S = 5.0
 
 
 def aggregation_over(report: ApplicationReport) -> bool:
@@ -47,14 +50,16 @@ def wait_until_aggregated(report: Callable[[], ApplicationReport], wait: float =
     """Wait until the RM says a finished application's logs are all uploaded. None when there is nothing (more)
     to wait for (also an RM that cannot be read: the logs are read as they are); else the status the RM gave
     last when `wait` s ran out, for the reader to say that what follows may miss some nodes' logs."""
-    deadline = clock() + wait
+    started = clock()
+    deadline = started + wait
     while True:
         try:
             seen = report()
         except Exception as exc:
             log.debug("log aggregation not known (%s): reading the logs as they are", exc)
             return None
-        if aggregation_over(seen):
+        if aggregation_over(seen) or (seen.log_aggregation == "NOT_START"
+                                      and clock() - started >= NOT_START_GRACE_S):
             return None
         if clock() >= deadline:
             return seen.log_aggregation

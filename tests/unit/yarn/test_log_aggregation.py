@@ -66,3 +66,13 @@ def test_an_rm_that_cannot_be_read_is_not_waited_for():
     clock = _Clock()
     assert wait_until_aggregated(broken, wait=60, clock=clock, pause=clock.sleep) is None
     assert clock.now == 0
+
+
+def test_a_finished_application_no_node_ever_reported_is_not_waited_for_long():
+    """A reviewer's point: an application killed before any container ran has no NodeManager to upload
+    anything, and the RM says NOT_START; the wait ends after a short grace, not after a minute."""
+    from tony_airflow.yarn.logs import NOT_START_GRACE_S
+
+    clock = _Clock()
+    left = wait_until_aggregated(lambda: _report("KILLED", "NOT_START"), wait=60, clock=clock, pause=clock.sleep)
+    assert left is None and NOT_START_GRACE_S <= clock.now <= NOT_START_GRACE_S + 1

@@ -455,7 +455,8 @@ class Registry:
         if isinstance(task, str) or self.is_released(container_id) or (type_, index) in self._withdrawn:
             return
         if task.done:
-            if task.ended_unreported:  # the report YARN's word came before (a quiet executor is not waited
+            own = not container_id or container_id == task.yarn_container_id
+            if task.ended_unreported and own:  # the report YARN's word came before (a quiet executor is not waited
                 # for, #54): the ending stands, the report's details tell why (the command's stderr, a memory kill)
                 task.stderr_tail = task.stderr_tail or stderr_tail[-4000:]
                 task.memory_killed = task.memory_killed or bool(memory_killed)

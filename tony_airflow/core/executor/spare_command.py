@@ -39,6 +39,12 @@ PLACE_FILE = "tony-spare-place.json"
 OWN_RENDEZVOUS = ("--standalone", "--rdzv-backend", "--rdzv_backend", "--rdzv-endpoint", "--rdzv_endpoint")
 
 
+def _own_rendezvous_option(word: str) -> bool:
+    """One of OWN_RENDEZVOUS, also shortened: torchrun's argparse takes any unambiguous prefix (`--standal`)."""
+    name = word.split("=", 1)[0]
+    return name.startswith("--") and len(name) > 2 and any(o.startswith(name) for o in OWN_RENDEZVOUS)
+
+
 def is_torchrun(command: str) -> bool:
     """Whether the command is torchrun itself (`torchrun ...`, `python -m torch.distributed.run ...`) and
     nothing else: only then is what runs before the place torch's agent, which waits in the rendezvous and
@@ -56,7 +62,7 @@ def is_torchrun(command: str) -> bool:
         return False
     if not words or any(w and all(c in "();<>|&" for c in w) for w in words):
         return False
-    if any(w.split("=", 1)[0] in OWN_RENDEZVOUS for w in words):
+    if any(_own_rendezvous_option(w) for w in words):
         return False
     if os.path.basename(words[0]) == "torchrun":
         return True

@@ -258,3 +258,14 @@ def test_an_exit_report_just_after_yarn_said_killed_still_tells_why(heard_ago):
     asyncio.run(scenario())
     assert task.done and task.exit_code == 143
     assert "the real reason" in task.stderr_tail and task.memory_killed
+
+
+def test_a_late_report_from_another_container_fills_in_nothing():
+    """A reviewer's script: the late report's details went to the task whatever container sent them."""
+    am, task = _am_with_a_killed_worker(1.6, "Container killed on request. Exit code: 143")
+    asyncio.run(am._poll_containers())
+    assert task.done
+    am.registry.finished("worker", 1, 1, 143, "from another container", container_id="container_1_0001_01_000099")
+    assert task.stderr_tail == ""
+    am.registry.finished("worker", 1, 1, 143, "its own", container_id="container_1_0001_01_000003")
+    assert task.stderr_tail == "its own"

@@ -58,6 +58,11 @@ AGENT = (f"{sys.executable} -c \"import json, os, sys, time; p = os.environ['{pr
     ("torchrun --rdzv-endpoint h:29400 train.py", False),
     ("torchrun --rdzv_endpoint=h:29400 train.py", False),
     ("torchrun --nproc-per-node=2 train.py --lr 0.1", True),
+    # torchrun's argparse takes a shortened option: the same rendezvous of its own (a reviewer's script)
+    ("torchrun --standal train.py", False),
+    ("torchrun --rdzv-back=c10d --rdzv-end=h:1 train.py", False),
+    ("torchrun --rdzv_back=c10d train.py", False),
+    ("torchrun --rdzv-id=7 --rdzv-conf=timeout=60 train.py", True),
 ])
 def test_only_torchrun_itself_starts_before_the_place(command, early):
     assert is_torchrun(command) is early
