@@ -564,24 +564,6 @@ def test_the_ams_pages_are_read_through_the_proxy_or_by_the_ams_own_user_on_its_
         _finish(submit, timeout=120)
 
 
-def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(secure_cluster, secure_rm):
-    """Last of the module: every daemon SIGKILLed (the machine's session died), a stray process left in a
-    host's namespace; `tony cluster up` stops the stray, makes the hosts again and starts all three."""
-    cluster = secure_cluster
-    network = cluster.network
-    stray = subprocess.Popen([*network.exec_prefix(network.hosts[1]), "sleep", "600"], start_new_session=True)
-    for pid in cluster.running().values():
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-    assert stray.poll() is None
-    from tony_airflow.cli import tony as cli
-
-    assert cli.run(["cluster", "up", "--state-dir", str(cluster.state_dir)]) == 0
-    assert stray.wait(timeout=30) is not None  # stopped by `up`, not left running in a namespace
-    assert all(cluster.running().values()) and cluster.is_ready()
-    assert network.pids(network.hosts[1]) and stray.pid not in network.pids(network.hosts[1])
-
-
 # ------------------------------------------------------------------------- tasks in an image (#31)
 def test_podman_runs_tasks_on_their_hosts_and_a_killed_nodemanager_leaves_no_container(
         secure_cluster, secure_rm, small_images):
@@ -625,3 +607,22 @@ def test_docker_on_a_host_in_a_network_namespace_is_refused_in_one_line(secure_c
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert "worker:0: docker on 198.18.0." in last and "use docker_engine: podman" in last, last
+
+
+# ------------------------------------------------------------------------- last: a crash of the whole cluster
+def test_up_after_a_crash_clears_what_the_crashed_run_left_on_its_hosts(secure_cluster, secure_rm):
+    """Last of the module: every daemon SIGKILLed (the machine's session died), a stray process left in a
+    host's namespace; `tony cluster up` stops the stray, makes the hosts again and starts all three."""
+    cluster = secure_cluster
+    network = cluster.network
+    stray = subprocess.Popen([*network.exec_prefix(network.hosts[1]), "sleep", "600"], start_new_session=True)
+    for pid in cluster.running().values():
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    assert stray.poll() is None
+    from tony_airflow.cli import tony as cli
+
+    assert cli.run(["cluster", "up", "--state-dir", str(cluster.state_dir)]) == 0
+    assert stray.wait(timeout=30) is not None  # stopped by `up`, not left running in a namespace
+    assert all(cluster.running().values()) and cluster.is_ready()
+    assert network.pids(network.hosts[1]) and stray.pid not in network.pids(network.hosts[1])

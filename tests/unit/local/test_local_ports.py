@@ -42,3 +42,24 @@ def test_the_range_lies_below_the_ephemeral_one_else_above_it():
     assert listening_ports((10500, 60999)) == range(61000, 65536)
     # no room outside: any port the kernel gives (the old way)
     assert listening_ports((1024, 65535)) == range(1024, 65536)
+
+
+def test_a_cluster_started_again_keeps_its_free_ports_and_moves_only_a_busy_one(tmp_path):
+    """`tony cluster up` after a crash: the addresses a user (or a test, or an Airflow connection) holds for
+    the ResourceManager and the NameNode stay what they were; only a port something else took meanwhile
+    moves (a fresh-clone run saw every port move for one busy one, and the RM its tests held was gone)."""
+    from tony_airflow.local.cluster.cluster import LocalCluster
+
+    cluster = LocalCluster(tmp_path)
+    before = ClusterSettings.choose()
+    before.save(cluster.settings_file)
+    taken = next(iter(before.ports))
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind((config.HOST, before.ports[taken]))
+        held.listen()
+        after = cluster._decide_settings(None, some_running=False)
+    moved = {key for key in before.ports if after.ports[key] != before.ports[key]}
+    assert moved == {taken}
+    assert after.ports[taken] not in before.ports.values()
+    assert len(set(after.ports.values())) == len(after.ports)

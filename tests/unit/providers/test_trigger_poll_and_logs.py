@@ -229,3 +229,32 @@ def test_a_trigger_removed_from_its_triggerer_leaves_the_application_alone(fake_
     assert fake_rm.count("PUT") == 0
     asyncio.run(trigger.on_kill())
     assert fake_rm.count("PUT") == 1 and fake_rm.apps[app_id].killed_by is not None
+
+
+def test_an_end_seen_right_after_deferring_is_held_until_the_deferral_has_settled(fake_rm):  # noqa: F811
+    """Airflow 3.3's scheduler fails a deferred task whose trigger fires before it has processed the
+    executor's report of the deferring process (apache/airflow#67287, #72716: "state mismatch", the try
+    up for retry with no history of it). A job that failed at once did that in a fresh-clone run: its
+    first try's log was gone from the API. So an end is told only from `not_before` on, a time the
+    operator and the sensor set at deferral; the event is the same."""
+    import time
+
+    from tony_airflow.providers.yarn.connection import YarnSettings
+    from tony_airflow.providers.yarn.triggers.yarn import DEFER_SETTLE_S
+
+    app_id = _ids(1)[0]
+    fake_rm.apps[app_id] = FakeApp([("FINISHED", "FAILED")])
+    made = time.time()
+    trigger = YarnApplicationTrigger.for_settings(YarnSettings(rm_addresses=[fake_rm.url]), app_id, 0.05)
+    assert trigger.serialize()[1]["not_before"] >= made + DEFER_SETTLE_S  # it travels to the triggerer
+    trigger.not_before = time.time() + 0.5
+
+    async def first() -> tuple[float, dict]:
+        async for event in trigger.run():
+            return time.time(), event.payload
+        raise AssertionError("no event")
+
+    told, payload = asyncio.run(first())
+    assert told >= trigger.not_before and payload["status"] == "failed"
+    unbounded = YarnApplicationTrigger(app_id, [fake_rm.url], poll_interval=0.05)  # a trigger of an older release
+    assert unbounded.not_before is None and asyncio.run(anext(unbounded.run())).payload["status"] == "failed"

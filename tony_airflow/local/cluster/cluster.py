@@ -460,12 +460,13 @@ class LocalCluster:
                 if port_base is not None and port_base != old.port_base:
                     raise UsageError(f"--port-base: the cluster at {self.state_dir} is running on other ports; "
                                      "run `tony cluster down` first")
-                if some_running or all(port_is_free(p) for p in old.ports.values()):
-                    return old
-                if old.port_base is not None:
+                busy = [key for key, port in old.ports.items() if not port_is_free(port)]
+                if some_running or not busy or old.port_base is not None:
                     return old  # explicit ports are kept; a busy one is reported
-                fresh = ClusterSettings.choose(None)
-                old.ports = fresh.ports
+                # Only what something else took moves: the RM's and NameNode's addresses a user (an Airflow
+                # connection, a bookmark) holds stay what they were across `down`, a crash and `up`.
+                spare = iter(p for p in free_ports(len(old.ports) + len(busy)) if p not in old.ports.values())
+                old.ports = {key: next(spare) if key in busy else port for key, port in old.ports.items()}
                 return old
         return ClusterSettings.choose(port_base)
 

@@ -14,7 +14,8 @@ the chief's new output lines into the task's log while the task is deferred.
 It carries the resolved ResourceManager addresses (not a connection id), so it
 needs no connection lookup in the triggerer.
 Every outcome, including "the RM did not answer", is an event; the operator
-or sensor decides what it means.
+or sensor decides what it means. An end seen within DEFER_SETTLE_S of the
+deferral is told when that time has passed (a race in Airflow's scheduler).
 
 It is a `BaseEventTrigger` because Airflow offers shared streams to those only;
 Airflow's triggerer then counts it among its "watchers" in its status line.
@@ -23,6 +24,7 @@ Airflow's triggerer then counts it among its "watchers" in its status line.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable
 from typing import Any
 
@@ -41,6 +43,10 @@ MAX_CONSECUTIVE_ERRORS = 3  # RM errors (answers) tolerated in a row before the 
 # How long rounds in which no RM answered as the active one (all down, or an HA election) are ridden out:
 # Hadoop's clients wait yarn.resourcemanager.connect.max-wait.ms (15 min) for an RM, so does the trigger.
 RM_PATIENCE_S = 900.0
+# How long after deferring an end is held back. Airflow 3.3's scheduler fails a deferred task whose trigger fired
+# before it processed the executor's report of the deferring process ("state mismatch": the try goes up for retry
+# with no history, apache/airflow#67287 and #72716); that report came 5.3 s after a deferral in a CI run.
+DEFER_SETTLE_S = 10.0
 
 
 class NoActiveResourceManager(ConnectionError):
@@ -63,7 +69,8 @@ class YarnApplicationTrigger(BaseEventTrigger):
                  auth: str = "simple", poll_interval: float = 5.0, kill_on_task_kill: bool = True,
                  principal: str | None = None, keytab: str | None = None, stream_logs: bool = False,
                  log_tail_lines: int = 100, follow: dict[str, Any] | None = None,
-                 seen_state: list[str] | None = None, rm_patience_s: float = RM_PATIENCE_S) -> None:
+                 seen_state: list[str] | None = None, rm_patience_s: float = RM_PATIENCE_S,
+                 not_before: float | None = None) -> None:
         super().__init__()
         self.application_id = application_id
         self.rm_addresses = list(rm_addresses)
@@ -81,6 +88,8 @@ class YarnApplicationTrigger(BaseEventTrigger):
         # [state, final status] the task logged before deferring: the trigger logs only the changes after it
         self.seen_state = list(seen_state) if seen_state else None
         self.rm_patience_s = float(rm_patience_s)
+        # epoch seconds before which an end is not told (DEFER_SETTLE_S after the deferral); None: at once
+        self.not_before = None if not_before is None else float(not_before)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
@@ -88,18 +97,18 @@ class YarnApplicationTrigger(BaseEventTrigger):
             "auth": self.auth, "poll_interval": self.poll_interval, "kill_on_task_kill": self.kill_on_task_kill,
             "principal": self.principal, "keytab": self.keytab, "stream_logs": self.stream_logs,
             "log_tail_lines": self.log_tail_lines, "follow": self.follow, "seen_state": self.seen_state,
-            "rm_patience_s": self.rm_patience_s,
+            "rm_patience_s": self.rm_patience_s, "not_before": self.not_before,
         })
 
     @classmethod
     def for_settings(cls, settings: YarnSettings, application_id: str, poll_interval: float,
                      kill_on_task_kill: bool = True, stream_logs: bool = False,
                      log_tail_lines: int = 100, seen_state: list[str] | None = None) -> YarnApplicationTrigger:
-        """The trigger for one application of a resolved `yarn` connection."""
+        """The trigger for one application of a resolved `yarn` connection, made as the task defers."""
         return cls(application_id, settings.rm_addresses, user=settings.user, auth=settings.auth,
                    poll_interval=poll_interval, kill_on_task_kill=kill_on_task_kill,
                    principal=settings.principal, keytab=settings.keytab, stream_logs=stream_logs,
-                   log_tail_lines=log_tail_lines, seen_state=seen_state)
+                   log_tail_lines=log_tail_lines, seen_state=seen_state, not_before=time.time() + DEFER_SETTLE_S)
 
     def _client(self) -> AsyncResourceManagerClient:
         auth = http_auth(YarnSettings(rm_addresses=self.rm_addresses, auth=self.auth, principal=self.principal,
@@ -177,6 +186,8 @@ class YarnApplicationTrigger(BaseEventTrigger):
                 if follower is not None and not report.is_terminal:
                     for line in await follower.poll_async(report.tracking_url, http):
                         self.log.info("%s", line)
+                if report.is_terminal and self.not_before is not None and time.time() < self.not_before:
+                    continue  # told in the first round after the deferral has settled (DEFER_SETTLE_S)
                 if report.is_terminal:
                     payload = event_payload(report)
                     if follower is not None:  # the operator reads the rest from the aggregated logs
