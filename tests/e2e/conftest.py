@@ -15,6 +15,7 @@ import tarfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,10 @@ from tony_airflow.yarn.rest import ACTIVE_STATES, ResourceManagerClient
 LEFTOVER_GRACE_S = 30.0
 
 
+# The plain cluster, while it runs, and the id of the last test that uses it (pytest_collection_finish)
+_PLAIN: dict[str, Any] = {}
+
+
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory):
     state_dir = tmp_path_factory.mktemp("local-cluster")
@@ -35,11 +40,25 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory):
     cluster = LocalCluster(state_dir)
     saved = dict(os.environ)
     os.environ.update(cluster.env())
+    _PLAIN["cluster"] = cluster
     try:
         yield cluster
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        if _PLAIN.pop("cluster", None) is not None:
+            cluster.down(log=lambda *_: None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """The plain cluster stops after the last test that uses it (its fixtures torn down first): its five
+    daemons would otherwise run idle beside the production-shape cluster's fifteen, on the same 2 cores,
+    for the last 25 minutes of a run."""
+    yield
+    cluster = _PLAIN.get("cluster")
+    if cluster is not None and item.nodeid == _PLAIN.get("last_user") and nextitem is not None:
+        _PLAIN.pop("cluster")
         cluster.down(log=lambda *_: None)
 
 
@@ -116,10 +135,12 @@ def preemption_rm(preemption_cluster: LocalCluster) -> ResourceManagerClient:
     return ResourceManagerClient(preemption_cluster.rm_url)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def airflow_deployment(local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory):
-    """Airflow as users run it, once per session: scheduler, dag-processor, triggerer and api-server as
-    separate processes with one home, the example DAGs, and `yarn_default` naming the test cluster.
+    """Airflow as users run it, for the one module that uses it (tests/e2e/test_airflow_deployment.py; kept
+    for the session, its four components took 10 CPU-minutes of 2 cores beside the later tests): scheduler,
+    dag-processor, triggerer and api-server as separate processes with one home, the example DAGs, and
+    `yarn_default` naming the test cluster.
     Their environment has neither HADOOP_CONF_DIR nor the cluster's launchers on PATH: the connection
     is all they know of the cluster."""
     from tests.e2e.airflow_deployment import AirflowDeployment
@@ -180,6 +201,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """When a collected test runs in `tony image build`'s image, its slow part (debootstrap, pip) starts
     now, beside the tests that come first, and `tony_image` waits for it. So does the 6-minute job of
     test_renewed_tokens.py (tests/e2e/token_job.py), which mostly sleeps."""
+    users = [item.nodeid for item in session.items if "local_cluster" in getattr(item, "fixturenames", ())]
+    _PLAIN["last_user"] = users[-1] if users else None
+    if session.config.option.collectonly:  # `--collect-only` runs nothing: no cluster, no image build
+        return
     if any("long_token_job" in getattr(item, "fixturenames", ()) for item in session.items):
         from tests.e2e.token_job import LongTokenJob
 
