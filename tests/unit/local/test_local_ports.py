@@ -65,3 +65,23 @@ def test_a_cluster_started_again_keeps_its_free_ports_and_moves_only_a_busy_one(
     assert moved == {taken}
     assert after.ports[taken] not in before.ports.values()
     assert len(set(after.ports.values())) == len(after.ports)
+
+
+def test_a_moved_port_never_takes_the_kdcs(tmp_path, monkeypatch):
+    """The KDC's port is kept outside `ports`; a busy daemon port moves elsewhere (a reviewer's script)."""
+    from tony_airflow.local.cluster import cluster as cluster_module
+    from tony_airflow.local.cluster.cluster import LocalCluster
+
+    cluster = LocalCluster(tmp_path)
+    before = ClusterSettings.choose()
+    before.kdc_port = free_ports(1)[0]
+    before.save(cluster.settings_file)
+    taken = next(iter(before.ports))
+    real = cluster_module.free_ports
+    monkeypatch.setattr(cluster_module, "free_ports", lambda n: [before.kdc_port, *real(n)])
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind((config.HOST, before.ports[taken]))
+        held.listen()
+        after = cluster._decide_settings(None, some_running=False)
+    assert after.ports[taken] != before.kdc_port and after.ports[taken] not in before.ports.values()

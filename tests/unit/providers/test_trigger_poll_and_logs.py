@@ -258,3 +258,20 @@ def test_an_end_seen_right_after_deferring_is_held_until_the_deferral_has_settle
     assert told >= trigger.not_before and payload["status"] == "failed"
     unbounded = YarnApplicationTrigger(app_id, [fake_rm.url], poll_interval=0.05)  # a trigger of an older release
     assert unbounded.not_before is None and asyncio.run(anext(unbounded.run())).payload["status"] == "failed"
+
+
+def test_an_error_seen_right_after_deferring_is_held_until_the_deferral_has_settled(fake_rm):  # noqa: F811
+    """The same race for the error event (the RM failing three rounds in a row within the first seconds)."""
+    import time
+
+    app_id = _ids(1)[0]
+    fake_rm.fail_with = 500
+    trigger = YarnApplicationTrigger(app_id, [fake_rm.url], poll_interval=0.05, not_before=time.time() + 0.5)
+
+    async def first() -> tuple[float, dict]:
+        async for event in trigger.run():
+            return time.time(), event.payload
+        raise AssertionError("no event")
+
+    told, payload = asyncio.run(first())
+    assert told >= trigger.not_before and payload["status"] == "error"

@@ -465,7 +465,8 @@ class LocalCluster:
                     return old  # explicit ports are kept; a busy one is reported
                 # Only what something else took moves: the RM's and NameNode's addresses a user (an Airflow
                 # connection, a bookmark) holds stay what they were across `down`, a crash and `up`.
-                spare = iter(p for p in free_ports(len(old.ports) + len(busy)) if p not in old.ports.values())
+                kept = {*old.ports.values(), old.kdc_port}
+                spare = iter(p for p in free_ports(len(kept) + len(busy)) if p not in kept)
                 old.ports = {key: next(spare) if key in busy else port for key, port in old.ports.items()}
                 return old
         return ClusterSettings.choose(port_base)

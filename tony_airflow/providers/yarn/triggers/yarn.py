@@ -14,7 +14,7 @@ the chief's new output lines into the task's log while the task is deferred.
 It carries the resolved ResourceManager addresses (not a connection id), so it
 needs no connection lookup in the triggerer.
 Every outcome, including "the RM did not answer", is an event; the operator
-or sensor decides what it means. An end seen within DEFER_SETTLE_S of the
+or sensor decides what it means. An event within DEFER_SETTLE_S of the
 deferral is told when that time has passed (a race in Airflow's scheduler).
 
 It is a `BaseEventTrigger` because Airflow offers shared streams to those only;
@@ -23,6 +23,7 @@ Airflow's triggerer then counts it among its "watchers" in its status line.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Hashable
@@ -149,6 +150,7 @@ class YarnApplicationTrigger(BaseEventTrigger):
         try:
             client = self._client()
         except Exception as exc:  # e.g. Kerberos asked but its package is missing
+            await self._settled()
             yield TriggerEvent({"status": "error", "application_id": self.application_id, "message": str(exc)})
             return
         follower = OutputFollower(FollowState.from_dict(self.follow), self.log_tail_lines) if self.stream_logs else None
@@ -168,6 +170,7 @@ class YarnApplicationTrigger(BaseEventTrigger):
                     self.log.warning("%s: ResourceManager error %d/%d: %s", self.application_id, errors,
                                      MAX_CONSECUTIVE_ERRORS, exc)
                     if errors >= MAX_CONSECUTIVE_ERRORS:
+                        await self._settled()
                         yield TriggerEvent({"status": "error", "application_id": self.application_id,
                                             "message": f"cannot watch {self.application_id}: {exc}"})
                         return
@@ -186,9 +189,8 @@ class YarnApplicationTrigger(BaseEventTrigger):
                 if follower is not None and not report.is_terminal:
                     for line in await follower.poll_async(report.tracking_url, http):
                         self.log.info("%s", line)
-                if report.is_terminal and self.not_before is not None and time.time() < self.not_before:
-                    continue  # told in the first round after the deferral has settled (DEFER_SETTLE_S)
                 if report.is_terminal:
+                    await self._settled()
                     payload = event_payload(report)
                     if follower is not None:  # the operator reads the rest from the aggregated logs
                         payload["follow"] = follower.snapshot().to_dict()
@@ -196,6 +198,11 @@ class YarnApplicationTrigger(BaseEventTrigger):
                         payload[TRAINING_KEY] = lines.training
                     yield TriggerEvent(payload)
                     return
+
+    async def _settled(self) -> None:
+        """Every event waits until the deferral has settled (DEFER_SETTLE_S; a race in Airflow's scheduler)."""
+        if self.not_before is not None:
+            await asyncio.sleep(max(0.0, self.not_before - time.time()))
 
     async def _report_in(self, found: Round, client: AsyncResourceManagerClient) -> ApplicationReport:
         """This application's report from the round, else asked for (not this project's, or ended long ago)."""
